@@ -1,0 +1,481 @@
+"""The AST: frozen dataclasses named after the grammar rules of ``ldpql.lark``.
+
+Every node carries ``pos`` (line, column, and the statement's character span for top-level nodes), so
+semantic errors can point at the source. ``node.sql()`` is the canonical unparse: parsing it again gives an
+equal node (the round trip that ``tests/fixtures/identity.sql`` checks).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Pos:
+    """Where a node starts (1-based line/column) and its character span in the script."""
+
+    line: int = 0
+    column: int = 0
+    start: int = 0
+    end: int = 0
+
+
+def _pos() -> Pos:
+    return field(default_factory=Pos, compare=False, repr=False)
+
+
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def quote_name(name: str) -> str:
+    """An identifier as written in SQL: bare when possible, else double-quoted."""
+    return name if _BARE.match(name) else '"' + name.replace('"', '""') + '"'
+
+
+def quote_string(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+# ---- expressions ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant: str, int, float (math.inf for INF), bool or None (NULL)."""
+
+    value: str | int | float | bool | None
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        v = self.value
+        if v is None:
+            return "NULL"
+        if isinstance(v, bool):
+            return "TRUE" if v else "FALSE"
+        if isinstance(v, str):
+            return quote_string(v)
+        if isinstance(v, float) and math.isinf(v):
+            return "INF"
+        return repr(v)
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    """A column name."""
+
+    name: str
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return quote_name(self.name)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``left op right`` with op one of = <> != < <= > >=."""
+
+    left: "Expr"
+    op: str
+    right: "Expr"
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"{self.left.sql()} {self.op} {self.right.sql()}"
+
+
+@dataclass(frozen=True)
+class InList:
+    """``operand [NOT] IN (v, ...)``."""
+
+    operand: "Expr"
+    values: tuple[Literal, ...]
+    negated: bool = False
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        vals = ", ".join(v.sql() for v in self.values)
+        return f"{self.operand.sql()} {'NOT ' if self.negated else ''}IN ({vals})"
+
+
+@dataclass(frozen=True)
+class Between:
+    """``operand [NOT] BETWEEN low AND high``."""
+
+    operand: "Expr"
+    low: "Expr"
+    high: "Expr"
+    negated: bool = False
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        neg = "NOT " if self.negated else ""
+        return f"{self.operand.sql()} {neg}BETWEEN {self.low.sql()} AND {self.high.sql()}"
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``operand IS [NOT] NULL``."""
+
+    operand: "Expr"
+    negated: bool = False
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"{self.operand.sql()} IS {'NOT ' if self.negated else ''}NULL"
+
+
+@dataclass(frozen=True)
+class Not:
+    """``NOT operand``."""
+
+    operand: "Expr"
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"NOT {_paren(self.operand)}"
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    """``left AND right`` or ``left OR right``."""
+
+    op: str
+    left: "Expr"
+    right: "Expr"
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"{_paren(self.left, self.op)} {self.op} {_paren(self.right, self.op)}"
+
+
+def _paren(e: "Expr", parent_op: str | None = None) -> str:
+    """Parenthesise a boolean sub-expression unless it binds at least as tightly as its parent."""
+    if isinstance(e, BoolOp) and not (parent_op == e.op == "AND" or (parent_op == "OR" and e.op in ("AND", "OR"))):
+        return f"({e.sql()})"
+    return e.sql()
+
+
+Expr = Union[Literal, ColumnRef, Comparison, InList, Between, IsNull, Not, BoolOp]
+
+
+def columns_of(e: Expr) -> list[ColumnRef]:
+    """Every column reference inside an expression, in order."""
+    if isinstance(e, ColumnRef):
+        return [e]
+    if isinstance(e, Literal):
+        return []
+    subs = {Comparison: ("left", "right"), InList: ("operand",), Between: ("operand", "low", "high"),
+            IsNull: ("operand",), Not: ("operand",), BoolOp: ("left", "right")}[type(e)]
+    return [c for s in subs for c in columns_of(getattr(e, s))]
+
+
+# ---- SELECT -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NamedArg:
+    """``name => value`` inside an aggregate call."""
+
+    name: str
+    value: Literal
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"{self.name} => {self.value.sql()}"
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function call in the select list: ``NAME(args, name => value)`` or ``NAME(*)``."""
+
+    name: str
+    args: tuple[Expr, ...] = ()
+    named: tuple[NamedArg, ...] = ()
+    star: bool = False
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        inner = "*" if self.star else ", ".join([a.sql() for a in self.args] + [n.sql() for n in self.named])
+        return f"{self.name.upper()}({inner})"
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """One output of a SELECT: an aggregate call or a (public, grouped) column, with an optional alias."""
+
+    expr: Call | ColumnRef
+    alias: str | None = None
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return self.expr.sql() + (f" AS {quote_name(self.alias)}" if self.alias else "")
+
+
+@dataclass(frozen=True)
+class Option:
+    """``name = value`` inside OPTIONS (...)."""
+
+    name: str
+    value: Literal
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"{self.name} = {self.value.sql()}"
+
+
+@dataclass(frozen=True)
+class Select:
+    """``SELECT items [FROM t] [WHERE e] [GROUP BY cols] [EPSILON e [DELTA d]] [OPTIONS (...)]``."""
+
+    items: tuple[SelectItem, ...]
+    table: str | None = None
+    where: Expr | None = None
+    group_by: tuple[ColumnRef, ...] = ()
+    epsilon: Literal | None = None
+    delta: Literal | None = None
+    options: tuple[Option, ...] = ()
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        parts = ["SELECT " + ", ".join(i.sql() for i in self.items)]
+        if self.table:
+            parts.append(f"FROM {quote_name(self.table)}")
+        if self.where is not None:
+            parts.append(f"WHERE {self.where.sql()}")
+        if self.group_by:
+            parts.append("GROUP BY " + ", ".join(c.sql() for c in self.group_by))
+        if self.epsilon is not None:
+            parts.append(f"EPSILON {self.epsilon.sql()}" + (f" DELTA {self.delta.sql()}" if self.delta else ""))
+        if self.options:
+            parts.append("OPTIONS (" + ", ".join(o.sql() for o in self.options) + ")")
+        return " ".join(parts)
+
+    def option(self, name: str) -> Literal | None:
+        """The value of OPTIONS key ``name`` (case-insensitive), or None."""
+        return next((o.value for o in self.options if o.name.lower() == name.lower()), None)
+
+
+@dataclass(frozen=True)
+class Explain:
+    """``EXPLAIN select``: the plan, spending nothing."""
+
+    select: Select
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"EXPLAIN {self.select.sql()}"
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """``EVALUATE select [REPEAT n]``: error statistics against the true answer (evaluation mode only)."""
+
+    select: Select
+    repeat: int = 100
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"EVALUATE {self.select.sql()} REPEAT {self.repeat}"
+
+
+# ---- CREATE TABLE -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RangeDomain:
+    """``[INTEGER] BETWEEN low AND high``."""
+
+    low: float
+    high: float
+    integer: bool = False
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"{'INTEGER ' if self.integer else ''}BETWEEN {_num(self.low)} AND {_num(self.high)}"
+
+
+@dataclass(frozen=True)
+class SetDomain:
+    """``IN (v1, v2, ...)``: the declared categories."""
+
+    values: tuple[Literal, ...]
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return "IN (" + ", ".join(v.sql() for v in self.values) + ")"
+
+
+@dataclass(frozen=True)
+class BooleanDomain:
+    """``BOOLEAN``: a private true/false column."""
+
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return "BOOLEAN"
+
+
+Domain = Union[RangeDomain, SetDomain, BooleanDomain]
+
+
+def _num(x: float) -> str:
+    return repr(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(x)
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    """``name [PUBLIC|PRIVATE] [domain] [DEFAULT v]``; a column is private unless declared PUBLIC."""
+
+    name: str
+    public: bool = False
+    explicit: bool = False
+    domain: Domain | None = None
+    default: Literal | None = None
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        parts = [quote_name(self.name)]
+        if self.explicit:
+            parts.append("PUBLIC" if self.public else "PRIVATE")
+        if self.domain is not None:
+            parts.append(self.domain.sql())
+        if self.default is not None:
+            parts.append(f"DEFAULT {self.default.sql()}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a table's rows come from: a file path or glob, a DuckDB table, or a DuckDB query."""
+
+    kind: str  # 'file' | 'table' | 'query'
+    text: str
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return quote_string(self.text) if self.kind == "file" else self.text
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    """``CREATE TABLE name FROM source (columns) [PRIVACY UNIT c] [BUDGET EPSILON e [DELTA d]] [ROUNDS k]``."""
+
+    name: str
+    source: Source
+    columns: tuple[ColumnDef, ...] = ()
+    privacy_unit: str | None = None
+    budget_epsilon: float | None = None
+    budget_delta: float | None = None
+    rounds: int | None = None
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        parts = [f"CREATE TABLE {quote_name(self.name)} FROM {self.source.sql()}"]
+        if self.columns:
+            parts.append("(" + ", ".join(c.sql() for c in self.columns) + ")")
+        if self.privacy_unit:
+            parts.append(f"PRIVACY UNIT {quote_name(self.privacy_unit)}")
+        if self.budget_epsilon is not None:
+            delta = f" DELTA {_num(self.budget_delta)}" if self.budget_delta is not None else ""
+            parts.append(f"BUDGET EPSILON {_num(self.budget_epsilon)}{delta}")
+        if self.rounds is not None:
+            parts.append(f"ROUNDS {self.rounds}")
+        return " ".join(parts)
+
+
+# ---- small statements -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShowTables:
+    """``SHOW TABLES``."""
+
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return "SHOW TABLES"
+
+
+@dataclass(frozen=True)
+class ShowBudget:
+    """``SHOW BUDGET [t]``."""
+
+    table: str | None = None
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return "SHOW BUDGET" + (f" {quote_name(self.table)}" if self.table else "")
+
+
+@dataclass(frozen=True)
+class ShowLedger:
+    """``SHOW LEDGER [t]``."""
+
+    table: str | None = None
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return "SHOW LEDGER" + (f" {quote_name(self.table)}" if self.table else "")
+
+
+@dataclass(frozen=True)
+class Describe:
+    """``DESCRIBE t``."""
+
+    table: str
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"DESCRIBE {quote_name(self.table)}"
+
+
+@dataclass(frozen=True)
+class Use:
+    """``USE t``: the default table of later statements."""
+
+    table: str
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"USE {quote_name(self.table)}"
+
+
+@dataclass(frozen=True)
+class SetOption:
+    """``SET name = value``: a session default (seed, confidence, model, ...)."""
+
+    name: str
+    value: Literal
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"SET {self.name} = {self.value.sql()}"
+
+
+@dataclass(frozen=True)
+class AlterBudget:
+    """``ALTER TABLE t SET BUDGET EPSILON e [DELTA d]``: the only way to raise a budget; logged."""
+
+    table: str
+    epsilon: float
+    delta: float | None = None
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        delta = f" DELTA {_num(self.delta)}" if self.delta is not None else ""
+        return f"ALTER TABLE {quote_name(self.table)} SET BUDGET EPSILON {_num(self.epsilon)}{delta}"
+
+
+@dataclass(frozen=True)
+class DropTable:
+    """``DROP TABLE t``: forgets the declaration, never the spend."""
+
+    table: str
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"DROP TABLE {quote_name(self.table)}"
+
+
+Statement = Union[CreateTable, Select, Explain, Evaluate, ShowTables, ShowBudget, ShowLedger, Describe, Use,
+                  SetOption, AlterBudget, DropTable]

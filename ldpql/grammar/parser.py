@@ -1,0 +1,326 @@
+"""Text to AST: the lark LALR parser (built lazily, once) and the transformer to :mod:`ldpql.grammar.ast`."""
+
+from __future__ import annotations
+
+import functools
+import math
+from importlib import resources
+
+import lark
+from lark import Transformer, v_args
+
+from ldpql.errors import ParseError, did_you_mean
+from ldpql.grammar import ast
+
+RESERVED = ("EPSILON", "DELTA", "OPTIONS", "EXPLAIN", "EVALUATE")
+
+KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "AS", "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL",
+            "TRUE", "FALSE", "CREATE", "TABLE", "PUBLIC", "PRIVATE", "INTEGER", "BOOLEAN", "DEFAULT", "PRIVACY",
+            "UNIT", "BUDGET", "ROUNDS", "INF", "REPEAT", "SHOW", "TABLES", "LEDGER", "DESCRIBE", "USE", "SET",
+            "ALTER", "DROP") + RESERVED
+
+# Readable names for lark's terminal names in "expected ..." messages.
+_TERMINALS = {"NAME": "a name", "QUOTED_NAME": "a quoted name", "STRING": "a 'string'",
+              "SIGNED_NUMBER": "a number", "INT": "an integer", "SUBQUERY": "a (SELECT ...) query",
+              "COMP_OP": "a comparison (=, <>, <, ...)", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
+              "SEMICOLON": "';'", "ARROW": "'=>'", "EQUAL": "'='", "STAR": "'*'", "DOT": "'.'",
+              "$END": "the end of the statement", "VISIBILITY": "PUBLIC or PRIVATE", "INF": "INF", "NOT": "NOT",
+              "INTEGER": "INTEGER"}
+
+
+@functools.cache
+def _parser() -> lark.Lark:
+    """The LALR parser over the packaged grammar; built on first use so `import ldpql` stays fast."""
+    grammar = resources.files("ldpql.grammar").joinpath("ldpql.lark").read_text(encoding="utf-8")
+    return lark.Lark(grammar, parser="lalr", strict=True, propagate_positions=True, maybe_placeholders=True)
+
+
+def parse(text: str) -> list[ast.Statement]:
+    """Parse a script of ';'-separated statements into AST nodes.
+
+    >>> parse("SELECT LDP_MIN(age) EPSILON 1 FROM people")[0].sql()
+    'SELECT LDP_MIN(age) FROM people EPSILON 1'
+    """
+    try:
+        tree = _parser().parse(text)
+    except lark.exceptions.UnexpectedInput as e:
+        raise _syntax_error(text, e) from None
+    try:
+        return _ToAst(text).transform(tree)
+    except lark.exceptions.VisitError as e:  # unwrap errors raised inside the transformer
+        if isinstance(e.orig_exc, ParseError):
+            raise e.orig_exc from None
+        raise
+
+
+def parse_one(text: str) -> ast.Statement:
+    """Parse exactly one statement."""
+    statements = parse(text)
+    if len(statements) != 1:
+        raise ParseError(f"expected one statement, found {len(statements)}",
+                         hint="pass statements one at a time, or use parse() for a script")
+    return statements[0]
+
+
+def _syntax_error(text: str, e: lark.exceptions.UnexpectedInput) -> ParseError:
+    line, column = e.line, e.column
+    if isinstance(e, lark.exceptions.UnexpectedToken) and e.token.type == "$END":
+        word, width, got = "", 1, "end of input"
+        line, column = _end_position(text)
+    elif isinstance(e, lark.exceptions.UnexpectedToken):
+        word = str(e.token)
+        width, got = len(word), f"`{word}`"
+    else:
+        word = text[e.pos_in_stream:].split(None, 1)[0] if text[e.pos_in_stream:].strip() else ""
+        width, got = max(1, len(word)), f"`{word[:20]}`"
+    expected = sorted({_TERMINALS.get(t, t.strip('"')) for t in getattr(e, "expected", None) or
+                       getattr(e, "allowed", None) or ()})
+    hint = did_you_mean(word, KEYWORDS) if word and word.upper() not in KEYWORDS else None
+    msg = f"unexpected {got}" + (f"; expected {_or_list(expected)}" if expected else "")
+    return ParseError(msg, hint=hint, text=text, line=line, column=column, width=width,
+                      context={"expected": expected})
+
+
+def _end_position(text: str) -> tuple[int, int]:
+    stripped = text.rstrip()
+    lines = stripped.splitlines() or [""]
+    return len(lines), len(lines[-1]) + 1
+
+
+def _or_list(items: list[str]) -> str:
+    if len(items) > 8:
+        items = items[:8] + ["..."]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _pos(meta) -> ast.Pos:
+    if getattr(meta, "empty", True):
+        return ast.Pos()
+    return ast.Pos(meta.line, meta.column, meta.start_pos, meta.end_pos)
+
+
+def _tok_pos(tok: lark.Token) -> ast.Pos:
+    return ast.Pos(tok.line, tok.column, tok.start_pos, tok.end_pos)
+
+
+def _number(tok: lark.Token) -> int | float:
+    s = str(tok)
+    return int(s) if s.lstrip("+-").isdigit() else float(s)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """Parse tree to AST; pure (no side effects), one method per grammar rule or alias."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def _error(self, message: str, pos: ast.Pos, hint: str | None = None, width: int = 1) -> ParseError:
+        return ParseError(message, hint=hint, text=self.text, line=pos.line, column=pos.column, width=width)
+
+    def start(self, meta, children):
+        return [c for c in children if c is not None]
+
+    # -- names and literals
+    def name(self, meta, children):
+        tok = children[0]
+        if tok.type == "QUOTED_NAME":
+            return str(tok)[1:-1].replace('""', '"')
+        if str(tok).upper() in RESERVED:
+            raise self._error(f"`{tok}` is a reserved word", _tok_pos(tok),
+                              hint=f'write "{str(tok).lower()}" in double quotes to use it as a name', width=len(tok))
+        return str(tok)
+
+    def string(self, meta, children):
+        return ast.Literal(str(children[0])[1:-1].replace("''", "'"), _pos(meta))
+
+    def number(self, meta, children):
+        return ast.Literal(_number(children[0]), _pos(meta))
+
+    def true(self, meta, children):
+        return ast.Literal(True, _pos(meta))
+
+    def false(self, meta, children):
+        return ast.Literal(False, _pos(meta))
+
+    def null(self, meta, children):
+        return ast.Literal(None, _pos(meta))
+
+    def column_ref(self, meta, children):
+        return ast.ColumnRef(children[0], _pos(meta))
+
+    # -- expressions
+    def comparison(self, meta, children):
+        left, op, right = children
+        return ast.Comparison(left, "<>" if str(op) == "!=" else str(op), right, _pos(meta))
+
+    def in_list(self, meta, children):
+        operand, negated, *values = children
+        return ast.InList(operand, tuple(values), negated is not None, _pos(meta))
+
+    def between(self, meta, children):
+        operand, negated, low, high = children
+        return ast.Between(operand, low, high, negated is not None, _pos(meta))
+
+    def is_null(self, meta, children):
+        return ast.IsNull(children[0], children[1] is not None, _pos(meta))
+
+    def not_expr(self, meta, children):
+        return ast.Not(children[0], _pos(meta))
+
+    def and_expr(self, meta, children):
+        return ast.BoolOp("AND", children[0], children[1], _pos(meta))
+
+    def or_expr(self, meta, children):
+        return ast.BoolOp("OR", children[0], children[1], _pos(meta))
+
+    # -- select
+    def named_arg(self, meta, children):
+        return ast.NamedArg(str(children[0]).lower(), children[2], _pos(meta))
+
+    def call_args(self, meta, children):
+        return children
+
+    def call(self, meta, children):
+        name, args = children[0], children[1] or []
+        positional = tuple(a for a in args if not isinstance(a, ast.NamedArg))
+        named = tuple(a for a in args if isinstance(a, ast.NamedArg))
+        seen_named = False
+        for a in args:
+            seen_named |= isinstance(a, ast.NamedArg)
+            if seen_named and not isinstance(a, ast.NamedArg):
+                raise self._error("a positional argument follows a named one", _expr_pos(a),
+                                  hint="put `name => value` arguments last")
+        return ast.Call(name, positional, named, False, _pos(meta))
+
+    def star_call(self, meta, children):
+        return ast.Call(children[0], (), (), True, _pos(meta))
+
+    def select_item(self, meta, children):
+        return ast.SelectItem(children[0], children[1], _pos(meta))
+
+    def from_clause(self, meta, children):
+        return ("table", children[0])
+
+    def where_clause(self, meta, children):
+        return ("where", children[0])
+
+    def group_clause(self, meta, children):
+        return ("group_by", tuple(children))
+
+    def epsilon_clause(self, meta, children):
+        eps, delta = children
+        if isinstance(eps, lark.Token):  # INF
+            eps = ast.Literal(math.inf, _tok_pos(eps))
+        return ("epsilon", (eps, delta, _pos(meta)))
+
+    def option(self, meta, children):
+        return ast.Option(str(children[0]).lower(), children[-1], _pos(meta))
+
+    def options_clause(self, meta, children):
+        return ("options", tuple(children))
+
+    def body_from(self, meta, children):
+        return [c for c in children if c is not None]
+
+    body_where = body_from
+    body_group = body_from
+
+    def select(self, meta, children):
+        items = tuple(c for c in children if isinstance(c, ast.SelectItem))
+        parts: dict = {}
+        rest = [c for c in children if c is not None and not isinstance(c, ast.SelectItem)]
+        flat = [p for c in rest for p in (c if isinstance(c, list) else [c])]
+        for key, value in flat:
+            if key == "epsilon" and key in parts:
+                raise self._error("EPSILON is given twice", value[2],
+                                  hint="give EPSILON once, after the select list or at the end")
+            parts[key] = value
+        eps, delta, _ = parts.pop("epsilon", (None, None, None))
+        return ast.Select(items, epsilon=eps, delta=delta, pos=_pos(meta), **parts)
+
+    def explain(self, meta, children):
+        return ast.Explain(children[0], _pos(meta))
+
+    def evaluate(self, meta, children):
+        repeat = int(children[1]) if children[1] is not None else 100
+        return ast.Evaluate(children[0], repeat, _pos(meta))
+
+    # -- create table
+    def file_source(self, meta, children):
+        return ast.Source("file", str(children[0])[1:-1].replace("''", "'"), _pos(meta))
+
+    def table_source(self, meta, children):
+        return ast.Source("table", ".".join(ast.quote_name(c) for c in children), _pos(meta))
+
+    def query_source(self, meta, children):
+        return ast.Source("query", str(children[0]), _pos(meta))
+
+    def column_list(self, meta, children):
+        return tuple(children)
+
+    def range_domain(self, meta, children):
+        integer, low, high = children
+        return ast.RangeDomain(low.value, high.value, integer is not None, _pos(meta))
+
+    def set_domain(self, meta, children):
+        return ast.SetDomain(tuple(children), _pos(meta))
+
+    def boolean_domain(self, meta, children):
+        return ast.BooleanDomain(_pos(meta))
+
+    def column_def(self, meta, children):
+        name, vis, domain, default = children
+        public = vis is not None and str(vis).upper() == "PUBLIC"
+        return ast.ColumnDef(name, public, vis is not None, domain, default, _pos(meta))
+
+    def privacy_unit(self, meta, children):
+        return ("privacy_unit", children[0])
+
+    def budget(self, meta, children):
+        eps, delta = children
+        return ("budget", (eps.value, delta.value if delta is not None else None))
+
+    def rounds(self, meta, children):
+        return ("rounds", int(children[0]))
+
+    def create_table(self, meta, children):
+        name, source, columns, *clauses = children
+        kw: dict = {}
+        for key, value in clauses:
+            if key == "budget":
+                kw["budget_epsilon"], kw["budget_delta"] = value
+            else:
+                kw[key] = value
+        return ast.CreateTable(name, source, columns or (), pos=_pos(meta), **kw)
+
+    # -- small statements
+    def show_tables(self, meta, children):
+        return ast.ShowTables(_pos(meta))
+
+    def show_budget(self, meta, children):
+        return ast.ShowBudget(children[0], _pos(meta))
+
+    def show_ledger(self, meta, children):
+        return ast.ShowLedger(children[0], _pos(meta))
+
+    def describe(self, meta, children):
+        return ast.Describe(children[-1], _pos(meta))
+
+    def use(self, meta, children):
+        return ast.Use(children[0], _pos(meta))
+
+    def set_option(self, meta, children):
+        return ast.SetOption(str(children[0]).lower(), children[1], _pos(meta))
+
+    def alter_budget(self, meta, children):
+        name, eps, delta = children
+        return ast.AlterBudget(name, eps.value, delta.value if delta is not None else None, _pos(meta))
+
+    def drop_table(self, meta, children):
+        return ast.DropTable(children[0], _pos(meta))
+
+
+def _expr_pos(e) -> ast.Pos:
+    return getattr(e, "pos", ast.Pos())

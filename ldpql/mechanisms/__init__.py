@@ -1,0 +1,13 @@
+"""Local randomizers and protocols, one module per family (randomizer, estimator and variance side by side).
+
+Importing this package registers every randomizer in :data:`REGISTRY`, which the privacy audit walks.
+Only the planner and the executor import it.
+"""
+
+from ldpql.mechanisms import duchi, grr, oue, piecewise, rr  # noqa: F401  (registers the randomizers)
+from ldpql.mechanisms.base import (REGISTRY, Encoding, Estimate, Protocol, Randomizer, Reply, Round, debias,
+                                   debiased_variance, one_round)
+from ldpql.mechanisms.identity import Identity
+
+__all__ = ["REGISTRY", "Encoding", "Estimate", "Identity", "Protocol", "Randomizer", "Reply", "Round", "debias",
+           "debiased_variance", "one_round"]

@@ -1,0 +1,158 @@
+"""The two halves of a mechanism (DESIGN 4.1): local randomizers, and protocols written as round generators.
+
+A :class:`Randomizer` is what one user's device runs. It is vectorised over many users, states its ε once,
+and (where its output space is finite) gives its exact output distribution, which :mod:`ldpql.audit` checks.
+Its reports are summed into an additive ``summary`` (so batches can be aggregated one by one); where the
+distribution of that summary is known in closed form from the users' true input histogram,
+:meth:`Randomizer.sample_aggregate` draws it directly (the exact-aggregate path of DESIGN 4.2).
+
+A protocol is a generator: it yields :class:`Round` objects and receives a :class:`Reply` for each; when it
+returns, its value is an :class:`Estimate`. This module is pure numpy: no DuckDB, no I/O.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Generator, Iterable
+
+import numpy as np
+
+REGISTRY: dict[str, type["Randomizer"]] = {}
+
+
+def register(cls: type["Randomizer"]) -> type["Randomizer"]:
+    """Class decorator: add a randomizer to the registry that the privacy audit walks."""
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+class Randomizer(ABC):
+    """A local randomizer at privacy level ``epsilon`` (pure ε-LDP).
+
+    Inputs are encoded by the executor before randomizing: an integer 0..input_size-1 for finite inputs
+    (categories, bits), a float in [-1, 1] for continuous ones (``input_size`` None).
+    """
+
+    name: ClassVar[str]
+    epsilon: float
+    input_size: int | None = None
+    report_width: int = 1  # values per user report (a unary encoding's d), to bound memory per chunk
+
+    @abstractmethod
+    def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One report per user (row i of the result is user i's report)."""
+
+    @abstractmethod
+    def aggregate(self, reports: np.ndarray) -> np.ndarray:
+        """The additive summary of a batch of reports (summaries of batches add up)."""
+
+    @abstractmethod
+    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
+        """The unbiased estimate from the summary of n users' reports."""
+
+    @abstractmethod
+    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
+        """Closed-form variance of :meth:`estimate` when the true statistic is ``truth``."""
+
+    def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Draw the summary directly from the users' true input histogram ``counts`` (length input_size)."""
+        raise TypeError(f"{self.name} has no exact-aggregate path")
+
+    @property
+    def exact(self) -> bool:
+        """Whether :meth:`sample_aggregate` is available."""
+        return type(self).sample_aggregate is not Randomizer.sample_aggregate
+
+    # -- for the audit -------------------------------------------------------------------------------------
+    def output_distribution(self, x: float) -> np.ndarray:
+        """Probabilities of every output for input ``x`` (finite output spaces), in a fixed order."""
+        raise TypeError(f"{self.name} has a continuous output")
+
+    def density(self, x: float, y: np.ndarray) -> np.ndarray:
+        """Output density at points ``y`` for input ``x`` (continuous output spaces)."""
+        raise TypeError(f"{self.name} has a finite output")
+
+    @classmethod
+    @abstractmethod
+    def audit_cases(cls) -> Iterable["Randomizer"]:
+        """Small instances (several ε and domain sizes) for the exact privacy audit."""
+
+    def audit_inputs(self) -> np.ndarray:
+        """The inputs the audit compares: every input of a finite domain, a grid on [-1, 1] otherwise."""
+        if self.input_size is not None:
+            return np.arange(self.input_size)
+        return np.linspace(-1.0, 1.0, 41)
+
+    def __repr__(self) -> str:
+        d = f", d={self.input_size}" if self.input_size is not None else ""
+        return f"{self.name}(epsilon={self.epsilon:g}{d})"
+
+
+def debias(count: np.ndarray, n: int, p: float, q: float) -> np.ndarray:
+    """Unbiased fraction of users holding a value, when holders report it with probability p and
+    non-holders with probability q: f̂ = (c/n - q)/(p - q). Shared by RR, GRR and the unary encodings."""
+    return (np.asarray(count) / n - q) / (p - q)
+
+
+def debiased_variance(f: np.ndarray, n: int, p: float, q: float) -> np.ndarray:
+    """Var(f̂) = [f p(1-p) + (1-f) q(1-q)] / (n (p-q)²): the closed form that goes with :func:`debias`."""
+    f = np.asarray(f, dtype=float)
+    return (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (n * (p - q) ** 2)
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How a user turns its row into the randomizer's input: a DuckDB expression, and its input size."""
+
+    sql: str
+    size: int | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: the users in ``users`` (a sub-interval of this aggregate's share of users, so two rounds
+    with disjoint intervals reach disjoint users) each run ``randomizer`` on ``encoding`` of their row."""
+
+    randomizer: Randomizer
+    encoding: Encoding
+    users: tuple[float, float] = (0.0, 1.0)
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the server learns from a round: the summed reports of the ``n`` users who took part."""
+
+    summary: np.ndarray
+    n: int
+
+
+@dataclass
+class Estimate:
+    """A protocol's answer: one value per output cell, with its standard error (NaN when unknown)."""
+
+    values: np.ndarray
+    stderr: np.ndarray
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+Protocol = Generator[Round, Reply, Estimate]
+ProtocolFactory = Callable[[int], Protocol]
+
+
+def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, shift: float = 0.0) -> Protocol:
+    """The protocol of every one-shot mechanism: one round over all users, then ``scale*estimate + shift``.
+
+    With ``n == 0`` users there is nothing to estimate; the estimate is NaN.
+    """
+    reply = yield Round(randomizer, encoding)
+    if reply.n == 0:
+        nan = np.full(max(1, len(np.atleast_1d(reply.summary)) if encoding.size else 1), np.nan)
+        return Estimate(nan, nan, note="no users")
+    est = randomizer.estimate(reply.summary, reply.n)
+    plug_in = np.clip(est, *(-1.0, 1.0) if encoding.size is None else (0.0, 1.0))
+    se = np.sqrt(randomizer.variance(plug_in, reply.n))
+    return Estimate(scale * est + shift, abs(scale) * se)

@@ -1,0 +1,56 @@
+"""Duchi, Jordan and Wainwright's one-bit mechanism for a value in [-1, 1].
+
+Privacy: ε-LDP. The user rounds x to a sign b = +1 with probability (1+x)/2 (a local, data-only step), then
+releases b through the engine's binary randomized response at ε (:func:`ldpql.mechanisms.rr.flip`). The
+output is +1 with probability ½ + x(e^ε-1)/(2(e^ε+1)); the ratio over any two inputs is at most e^ε.
+Utility: the report scaled by C = (e^ε+1)/(e^ε-1) is unbiased for x; Var = C² - x² per user, so the mean of n
+users has Var = (C² - E[x²])/n ≤ (C² - (E x)²)/n (the bound used when E[x²] is unknown, which is tight for
+constant inputs). Runtime: O(n), two uniforms per user. No exact-aggregate path: the count of +1 reports is
+Poisson-binomial in the individual values, not a function of a histogram.
+Citations: seed-003-vector.md §4.5 (Duchi et al., one dimension); seed-004-gaussian.md §2.6 (baseline).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldpql.mechanisms.base import Randomizer, register
+from ldpql.mechanisms.rr import flip, keep_probability
+
+
+@register
+class Duchi(Randomizer):
+    """One-bit mechanism on inputs in [-1, 1]; reports are ±1, the summary is their sum."""
+
+    name = "duchi"
+
+    def __init__(self, epsilon: float):
+        if not epsilon > 0:
+            raise ValueError(f"epsilon must be positive, got {epsilon}")
+        self.epsilon = float(epsilon)
+        self.C = (math.exp(self.epsilon) + 1) / (math.exp(self.epsilon) - 1)
+
+    def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        sign_bits = (rng.random(len(x)) < (1 + np.clip(x, -1, 1)) / 2).astype(np.int8)  # unbiased rounding
+        return 2 * flip(sign_bits, self.epsilon, rng) - 1
+
+    def aggregate(self, reports: np.ndarray) -> np.ndarray:
+        return np.array([reports.sum(dtype=np.int64)])
+
+    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
+        return self.C * np.asarray(summary, dtype=float) / n
+
+    def variance(self, truth: np.ndarray, n: int, second_moment: float | None = None) -> np.ndarray:
+        m2 = np.square(truth) if second_moment is None else second_moment
+        return (self.C ** 2 - m2) / n
+
+    def output_distribution(self, x: float) -> np.ndarray:
+        p = keep_probability(self.epsilon)
+        plus = (1 + x) / 2 * p + (1 - x) / 2 * (1 - p)
+        return np.array([1 - plus, plus])
+
+    @classmethod
+    def audit_cases(cls):
+        return [cls(e) for e in (0.1, 0.5, 1.0, 2.0, 5.0)]

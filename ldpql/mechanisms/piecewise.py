@@ -1,0 +1,67 @@
+"""The Piecewise Mechanism, PM (Wang et al., ICDE 2019), for a value in [-1, 1].
+
+Privacy: ε-LDP. With t = e^{ε/2} and C = (t+1)/(t-1), the output lies in [-C, C]. Let ℓ(x) = (C+1)x/2 - (C-1)/2
+and r(x) = ℓ(x) + C - 1. With probability t/(t+1) the output is uniform on [ℓ, r] (density
+(e^ε - t)/(2(t+1))), otherwise uniform on the rest of [-C, C] (density e^-ε times that): the density ratio
+between any two inputs is at most e^ε.
+Utility: the output is unbiased for x, with Var = x²/(t-1) + (t+3)/(3(t-1)²) per user; for the mean of n users
+Var = (E[x²]/(t-1) + (t+3)/(3(t-1)²))/n ≤ (1/(t-1) + (t+3)/(3(t-1)²))/n. Runtime: O(n), three uniforms per user.
+No exact-aggregate path (continuous output).
+Citations: seed-003-vector.md §4.5 (PM).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldpql.mechanisms.base import Randomizer, register
+
+
+@register
+class Piecewise(Randomizer):
+    """Piecewise Mechanism on inputs in [-1, 1]; reports are floats in [-C, C], the summary is their sum."""
+
+    name = "piecewise"
+
+    def __init__(self, epsilon: float):
+        if not epsilon > 0:
+            raise ValueError(f"epsilon must be positive, got {epsilon}")
+        self.epsilon = float(epsilon)
+        self.t = math.exp(self.epsilon / 2)
+        self.C = (self.t + 1) / (self.t - 1)
+
+    def _interval(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        left = (self.C + 1) / 2 * x - (self.C - 1) / 2
+        return left, left + self.C - 1
+
+    def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        x = np.clip(np.asarray(x, dtype=float), -1, 1)
+        left, right = self._interval(x)
+        inside = rng.random(len(x)) < self.t / (self.t + 1)  # privacy-critical: mass of the high-density band
+        u = rng.random(len(x))
+        y_in = left + (self.C - 1) * u
+        v = (self.C + 1) * u  # a point of the low-density part [-C, ℓ) ∪ (r, C], of total length C + 1
+        y_out = np.where(v < left + self.C, -self.C + v, right + (v - (left + self.C)))
+        return np.where(inside, y_in, y_out)
+
+    def aggregate(self, reports: np.ndarray) -> np.ndarray:
+        return np.array([reports.sum()])
+
+    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
+        return np.asarray(summary, dtype=float) / n
+
+    def variance(self, truth: np.ndarray, n: int, second_moment: float | None = None) -> np.ndarray:
+        m2 = np.ones_like(np.asarray(truth, dtype=float)) if second_moment is None else second_moment
+        return (m2 / (self.t - 1) + (self.t + 3) / (3 * (self.t - 1) ** 2)) / n
+
+    def density(self, x: float, y: np.ndarray) -> np.ndarray:
+        left, right = self._interval(np.float64(x))
+        high = (math.exp(self.epsilon) - self.t) / (2 * (self.t + 1))
+        inside = (y >= left) & (y <= right)
+        return np.where(np.abs(y) > self.C, 0.0, np.where(inside, high, high / math.exp(self.epsilon)))
+
+    @classmethod
+    def audit_cases(cls):
+        return [cls(e) for e in (0.1, 0.5, 1.0, 2.0, 5.0)]

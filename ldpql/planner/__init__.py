@@ -1,0 +1,340 @@
+"""AST + catalog + public facts -> Plan, by an ordered list of small named rules (:data:`RULES`).
+
+The planner reads only public facts: the statement, the declared domains, the number of users (after the
+public WHERE) and of groups, and the ledger's remaining budget. It never sees a private value, so two
+tables that differ in one user's private value get the same plan (a test checks this).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ldpql.catalog import Table
+from ldpql.errors import PlanError, PrivacyError, did_you_mean
+from ldpql.grammar import ast
+from ldpql.planner.aggregates import AGGREGATES, AggregateSpec, register_aggregate
+from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
+
+__all__ = ["AGGREGATES", "AggregateSpec", "Candidate", "Plan", "PublicFacts", "Target", "plan", "check_option",
+           "check_public", "register_aggregate", "RULES", "OPTIONS"]
+
+# OPTIONS keys and what they accept; session SET takes the same keys (and epsilon).
+OPTIONS = {
+    "model": ("local", "shuffle", "auto"),
+    "delta": float,
+    "rounds": int,
+    "mechanism": str,
+    "confidence": float,
+    "seed": int,
+    "simulation": ("auto", "exact", "per_user"),
+    "force": bool,
+    "epsilon": float,
+}
+
+
+@dataclass(frozen=True)
+class PublicFacts:
+    """What the planner may know about the data: user and group counts after the public WHERE, and the
+    remaining budget of the most-charged user the statement touches (None when not known)."""
+
+    n: int
+    cells: int = 1
+    remaining: float | None = None
+
+
+@dataclass
+class _Context:
+    select: ast.Select
+    table: Table
+    facts: PublicFacts
+    session: dict
+    text: str
+    evaluation: bool
+    options: dict = field(default_factory=dict)
+    epsilon: float = 0.0
+    delta: float = 0.0
+    items: list = field(default_factory=list)
+    aggregates: list[AggregatePlan] = field(default_factory=list)
+    split: str = "single"
+    split_note: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def error(self, cls, message: str, node=None, hint: str | None = None, width: int = 1):
+        return _error(cls, message, self.text, node, hint, width)
+
+
+def check_public(select: ast.Select, table: Table, text: str = "") -> None:
+    """WHERE and GROUP BY run at the server, so they may use public columns only."""
+    refs = (ast.columns_of(select.where) if select.where is not None else []) + list(select.group_by)
+    for ref in refs:
+        col = table.column(ref.name, ref.pos, text)
+        if not col.public:
+            clause = "GROUP BY" if ref in select.group_by else "WHERE"
+            raise _error(PrivacyError, f"{clause} may only use public columns, and `{col.name}` is private", text,
+                         ref, width=len(ref.name),
+                         hint=f"the server never sees private values; count a condition on them with an "
+                              f"aggregate, e.g. LDP_COUNT({col.name} > ...), or declare `{col.name}` PUBLIC "
+                              "if it is not sensitive")
+
+
+def check_public_clauses(ctx: _Context) -> None:
+    """Rule: :func:`check_public` on the statement."""
+    check_public(ctx.select, ctx.table, ctx.text)
+
+
+def _error(cls, message: str, text: str, node=None, hint: str | None = None, width: int = 1):
+    pos = getattr(node, "pos", None) or ast.Pos()
+    return cls(message, hint=hint).with_position(text, pos.line or None, pos.column or None, width)
+
+
+def resolve_options(ctx: _Context) -> None:
+    """Merge session defaults (SET) under the statement's OPTIONS, checking every key and value."""
+    merged = {k: v for k, v in ctx.session.items() if k in OPTIONS}
+    for opt in ctx.select.options:
+        merged[opt.name] = opt.value.value
+    for key, value in merged.items():
+        node = next((o for o in ctx.select.options if o.name == key), None)
+        merged[key] = check_option(key, value, node, ctx.text)
+    ctx.options = merged
+
+
+def check_option(key: str, value, node=None, text: str = ""):
+    """The value of option (or SET) ``key`` converted to its type, or a PlanError saying what it accepts."""
+    kind = OPTIONS.get(key)
+    if kind is None:
+        raise _error(PlanError, f"unknown option `{key}`", text, node, width=len(key),
+                     hint=did_you_mean(key, list(OPTIONS)) or f"options are: {', '.join(OPTIONS)}")
+    if isinstance(kind, tuple):
+        if str(value).lower() not in kind:
+            raise _error(PlanError, f"option {key} must be one of {', '.join(kind)}, not {value!r}", text, node)
+        return str(value).lower()
+    if key == "rounds" and str(value).lower() == "auto":
+        return None
+    try:
+        value = kind(value) if kind is not bool else _bool(value)
+    except (TypeError, ValueError):
+        raise _error(PlanError, f"option {key} must be {kind.__name__}, not {value!r}", text, node) from None
+    if key == "confidence" and not 0 < value < 1:
+        raise _error(PlanError, f"confidence must be between 0 and 1, not {value}", text, node)
+    if key == "delta" and not 0 <= value < 1:
+        raise _error(PlanError, f"delta must be in [0, 1), not {value}", text, node)
+    if key == "rounds" and value < 1:
+        raise _error(PlanError, f"rounds must be 'auto' or at least 1, not {value}", text, node)
+    return value
+
+
+def _bool(v) -> bool:
+    if isinstance(v, bool):
+        return v
+    if str(v).lower() in ("true", "1", "yes", "on"):
+        return True
+    if str(v).lower() in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(v)
+
+
+def resolve_items(ctx: _Context) -> None:
+    """Resolve every select item: group columns, and aggregates through the registry."""
+    group = {c.name.lower() for c in ctx.select.group_by}
+    names: set[str] = set()
+    for item in ctx.select.items:
+        if isinstance(item.expr, ast.ColumnRef):
+            col = ctx.table.column(item.expr.name, item.expr.pos, ctx.text)
+            if col.name.lower() not in group:
+                raise ctx.error(PlanError, f"column `{col.name}` must appear in GROUP BY or inside an LDP aggregate",
+                                item.expr, width=len(col.name), hint=f"add GROUP BY {col.name}")
+            ctx.items.append((_unique(item.alias or col.name, names), col.name))
+            continue
+        agg = _resolve_call(ctx, item.expr)
+        agg.output = _unique(item.alias or f"{item.expr.name.lower()}_{_label(agg)}", names)
+        ctx.items.append((agg.output, agg.index))
+    if not ctx.aggregates:
+        raise ctx.error(PlanError, "the statement has no LDP aggregate", ctx.select,
+                        hint="LDP aggregates: " + ", ".join(sorted(AGGREGATES)))
+    if sum(a.table_valued for a in ctx.aggregates) > 1:
+        raise ctx.error(PlanError, "at most one histogram-like aggregate per statement", ctx.select,
+                        hint="ask for each histogram in its own statement")
+
+
+def _label(agg: AggregatePlan) -> str:
+    args = agg.call.args
+    if agg.target.column:
+        return agg.target.column
+    return args[0].name if args and isinstance(args[0], ast.ColumnRef) else "condition"
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    out, i = name, 2
+    while out.lower() in taken:
+        out, i = f"{name}_{i}", i + 1
+    taken.add(out.lower())
+    return out
+
+
+def _resolve_call(ctx: _Context, call: ast.Call) -> AggregatePlan:
+    spec = AGGREGATES.get(call.name.upper())
+    if spec is None:
+        raise ctx.error(PlanError, f"unknown aggregate `{call.name}`", call, width=len(call.name),
+                        hint=(did_you_mean(call.name, list(AGGREGATES)) or "") +
+                        " available: " + ", ".join(s.signature for s in _unique_specs()))
+    for arg in call.named:
+        if arg.name not in ("epsilon", "mechanism") + spec.named_args:
+            raise ctx.error(PlanError, f"{spec.name} has no argument `{arg.name}`", arg, width=len(arg.name),
+                            hint=f"named arguments: {', '.join(('epsilon', 'mechanism') + spec.named_args)}")
+    target = spec.resolve(call, ctx.table, ctx.text)
+    agg = AggregatePlan(len(ctx.aggregates), "", call, spec.kind, target, candidates=spec.candidates(target))
+    ctx.aggregates.append(agg)
+    return agg
+
+
+def _unique_specs() -> list[AggregateSpec]:
+    seen: dict[str, AggregateSpec] = {}
+    for spec in AGGREGATES.values():
+        seen.setdefault(spec.name, spec)
+    return list(seen.values())
+
+
+def _named(call: ast.Call, name: str):
+    return next((a.value.value for a in call.named if a.name == name), None)
+
+
+def resolve_epsilon(ctx: _Context) -> None:
+    """The statement's total per-user ε: EPSILON, else OPTIONS/SET epsilon, else the sum of fixed shares."""
+    sel = ctx.select
+    shares = [_named(a.call, "epsilon") for a in ctx.aggregates]
+    eps = sel.epsilon.value if sel.epsilon is not None else ctx.options.get("epsilon")
+    if eps is None and shares and all(s is not None for s in shares):
+        eps = sum(shares)
+    if eps is None:
+        raise ctx.error(PlanError, "the statement does not say how much ε to spend", sel,
+                        hint="add EPSILON e after the select list or at the end, e.g. EPSILON 1")
+    if not isinstance(eps, (int, float)) or not eps > 0 or (math.isinf(eps) and not ctx.evaluation):
+        hint = ("EPSILON INF (noise off) is for evaluation: connect(evaluation=True) or ldpql --evaluate"
+                if isinstance(eps, float) and math.isinf(eps) else "use a positive number such as EPSILON 1")
+        raise ctx.error(PlanError, f"EPSILON must be finite and positive, but is {eps}", sel.epsilon or sel, hint=hint)
+    ctx.epsilon = float(eps)
+    ctx.delta = float(sel.delta.value) if sel.delta is not None else float(ctx.options.get("delta", 0.0))
+
+
+def choose_model(ctx: _Context) -> None:
+    """Local or shuffle: shuffle-model candidates need a DELTA budget on the table and δ > 0."""
+    model = ctx.options.get("model", "local")
+    if model == "shuffle":
+        if ctx.table.budget_delta <= 0:
+            raise ctx.error(PlanError, f"model = 'shuffle' needs a DELTA budget, and `{ctx.table.name}` has none",
+                            ctx.select, hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, "
+                                             "or use model = 'local'")
+        kinds = sorted({a.call.name.upper() for a in ctx.aggregates
+                        if not any(c.model == "shuffle" for c in a.candidates)})
+        if kinds:
+            raise ctx.error(PlanError, f"no shuffle-model protocol is available for {', '.join(kinds)}",
+                            ctx.select, hint="use model = 'local' (or 'auto', which falls back to local)")
+    for a in ctx.aggregates:
+        for c in a.candidates:
+            if c.model == "shuffle" and (model == "local" or ctx.table.budget_delta <= 0):
+                c.rejected = "shuffle model not allowed (model = 'local' or no DELTA budget on the table)"
+
+
+def apply_rounds_limit(ctx: _Context) -> None:
+    """Reject candidates that need more sequential rounds than the table or OPTIONS (rounds = k) allow."""
+    limits = [r for r in (ctx.table.rounds, ctx.options.get("rounds")) if r]
+    if limits:
+        for a in ctx.aggregates:
+            for c in a.candidates:
+                if c.rounds > min(limits) and not c.rejected:
+                    c.rejected = f"needs {c.rounds} rounds; at most {min(limits)} allowed"
+
+
+def apply_mechanism_override(ctx: _Context) -> None:
+    """OPTIONS (mechanism = ...) or LDP_X(..., mechanism => ...) keeps only the named mechanism."""
+    for a in ctx.aggregates:
+        wanted = _named(a.call, "mechanism") or ctx.options.get("mechanism")
+        if wanted is None:
+            continue
+        names = [c.mechanism for c in a.candidates]
+        if str(wanted).lower() not in names:
+            raise ctx.error(PlanError, f"mechanism `{wanted}` cannot answer {a.call.name.upper()}", a.call,
+                            hint=f"mechanisms for {a.call.name.upper()}: {', '.join(names)}")
+        for c in a.candidates:
+            if c.mechanism != str(wanted).lower() and not c.rejected:
+                c.rejected = f"mechanism = '{wanted}' was asked for"
+
+
+def split_budget(ctx: _Context) -> None:
+    """Give each aggregate its ε and its users: split ε over all users, or split the users (each group at the
+    full ε, parallel composition), whichever predicts the smaller total relative error."""
+    aggs, n, eps = ctx.aggregates, ctx.facts.n, ctx.epsilon
+    shares = [_named(a.call, "epsilon") for a in aggs]
+    if len(aggs) == 1:
+        aggs[0].epsilon = eps if shares[0] is None else min(eps, shares[0])
+        return
+    fixed = sum(s for s in shares if s is not None)
+    if fixed > eps * (1 + 1e-9):
+        raise ctx.error(PlanError, f"the aggregates' epsilon => shares add up to {fixed:g}, more than the "
+                        f"statement's EPSILON {eps:g}", ctx.select, hint="lower a share or raise EPSILON")
+    free = [i for i, s in enumerate(shares) if s is None]
+    split_eps = [s if s is not None else (eps - fixed) / len(free) for s in shares]
+    if any(s is not None for s in shares) or math.isinf(eps):
+        _assign(ctx, "epsilon", split_eps, [(0.0, 1.0)] * len(aggs))
+        return
+    k = len(aggs)
+    full = [_best_se(a, eps, n) for a in aggs]
+    cost_eps = sum((_best_se(a, eps / k, n) / f) ** 2 for a, f in zip(aggs, full))
+    cost_users = sum((_best_se(a, eps, max(n // k, 1)) / f) ** 2 for a, f in zip(aggs, full))
+    if cost_users <= cost_eps:
+        ctx.split_note = (f"users: {k} disjoint groups, one per aggregate, each at the full ε "
+                          f"(relative variance {cost_users:.3g} vs {cost_eps:.3g} for splitting ε)")
+        _assign(ctx, "users", [eps] * k, [(i / k, (i + 1) / k) for i in range(k)])
+    else:
+        ctx.split_note = (f"ε: every user answers all {k} aggregates at ε/{k} each "
+                          f"(relative variance {cost_eps:.3g} vs {cost_users:.3g} for splitting users)")
+        _assign(ctx, "epsilon", split_eps, [(0.0, 1.0)] * k)
+
+
+def _assign(ctx: _Context, split: str, eps: list[float], users: list[tuple[float, float]]) -> None:
+    ctx.split = split
+    for a, e, u in zip(ctx.aggregates, eps, users):
+        a.epsilon, a.users = e, u
+    if split == "epsilon" and not ctx.split_note:
+        ctx.split_note = "ε: " + ", ".join(f"{a.output} {a.epsilon:.4g}" for a in ctx.aggregates)
+
+
+def _best_se(a: AggregatePlan, eps: float, n: int) -> float:
+    return min(c.predict(eps, n) for c in a.candidates if not c.rejected)
+
+
+def choose_mechanisms(ctx: _Context) -> None:
+    """For each aggregate, predict every candidate's error at its (ε, n) and choose the smallest."""
+    for a in ctx.aggregates:
+        n_a = max(int(ctx.facts.n * (a.users[1] - a.users[0])), 1)
+        for c in a.candidates:
+            c.predicted_se = c.predict(a.epsilon, n_a) if not math.isinf(a.epsilon) else 0.0
+        allowed = [c for c in a.candidates if not c.rejected]
+        if not allowed:
+            raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()} under this statement's limits",
+                            a.call, hint="; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates))
+        a.chosen = min(allowed, key=lambda c: c.predicted_se)
+        for c in allowed:
+            if c is not a.chosen:
+                c.rejected = "larger predicted error"
+        if math.isinf(a.epsilon):
+            a.chosen.note = "EPSILON INF: noise off, the answer is exact (evaluation only)"
+
+
+RULES = (check_public_clauses, resolve_options, resolve_items, resolve_epsilon, choose_model, apply_rounds_limit,
+         apply_mechanism_override, split_budget, choose_mechanisms)
+
+
+def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",
+         evaluation: bool = False) -> Plan:
+    """Plan a SELECT over ``table`` from public facts only; ``str(result)`` is its EXPLAIN text."""
+    ctx = _Context(select, table, facts, dict(session or {}), text or select.sql(), evaluation)
+    for rule in RULES:
+        rule(ctx)
+    if facts.n == 0:
+        ctx.notes.append("no users match: every answer is NULL and nothing is spent")
+    return Plan(select, table, ctx.epsilon, ctx.delta, select.where.sql() if select.where is not None else None,
+                [table.column(c.name).name for c in select.group_by], ctx.items, ctx.aggregates, facts.n, facts.cells, ctx.split,
+                ctx.split_note, ctx.options.get("confidence", 0.95), ctx.options.get("seed"),
+                ctx.options.get("simulation", "auto"), facts.remaining, ctx.notes)

@@ -1,0 +1,186 @@
+"""The LDP aggregates the language knows, resolved against a registry so that a family only registers itself.
+
+Each :class:`AggregateSpec` resolves a call against the catalog (which column, which declared domain, the
+encoding every user applies locally) and lists its candidate mechanisms, each with a closed-form predicted
+error. The planner chooses among them; nothing here reads data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ldpql.catalog import BooleanDomain, CategoricalDomain, NumericDomain, Table
+from ldpql.errors import PlanError, PrivacyError
+from ldpql.grammar import ast
+from ldpql.mechanisms import Encoding, Identity, Randomizer, one_round
+from ldpql.mechanisms.duchi import Duchi
+from ldpql.mechanisms.grr import GRR
+from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.piecewise import Piecewise
+from ldpql.mechanisms.rr import RandomizedResponse
+from ldpql.planner.plan import Candidate, Target
+
+MAX_HISTOGRAM_SIZE = 100_000
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """One aggregate function of the language."""
+
+    name: str
+    signature: str
+    doc: str
+    kind: str
+    resolve: Callable[[ast.Call, Table, str], Target]
+    candidates: Callable[[Target], list[Candidate]]
+    named_args: tuple[str, ...] = ()
+
+
+AGGREGATES: dict[str, AggregateSpec] = {}
+
+
+def register_aggregate(spec: AggregateSpec, *aliases: str) -> None:
+    """Make ``spec`` (and its aliases) callable from the language."""
+    for name in (spec.name, *aliases):
+        AGGREGATES[name.upper()] = spec
+
+
+def _err(cls, message: str, node, text: str, hint: str | None = None, width: int = 1):
+    pos = getattr(node, "pos", ast.Pos())
+    return cls(message, hint=hint).with_position(text, pos.line or None, pos.column or None, width)
+
+
+def _column_arg(call: ast.Call, table: Table, text: str, nargs: int = 1):
+    if call.star or len(call.args) != nargs or not isinstance(call.args[0], ast.ColumnRef):
+        raise _err(PlanError, f"{call.name.upper()} takes a column" + (f" and {nargs - 1} more argument(s)"
+                   if nargs > 1 else ""), call, text, hint=f"write {AGGREGATES[call.name.upper()].signature}")
+    ref = call.args[0]
+    col = table.column(ref.name, ref.pos, text)
+    if col.public:
+        raise _err(PlanError, f"`{col.name}` is a public column; LDP aggregates answer questions about private "
+                   "columns", ref, text, width=len(ref.name),
+                   hint="public columns need no noise: use them in WHERE or GROUP BY")
+    return ref, col
+
+
+def _missing_domain(col, ref, text: str, wanted: str):
+    return _err(PrivacyError, f"{wanted} of `{col.name}` needs a declared domain, and `{col.name}` has none",
+                ref, text, width=len(col.name),
+                hint=f"declare it in CREATE TABLE: {col.name} PRIVATE BETWEEN lo AND hi (numbers) or "
+                     f"IN ('a', 'b', ...) (categories); domains are never read from the data")
+
+
+def candidate(name: str, make: Callable[[float], Randomizer], target: Target, reference: np.ndarray,
+              scale=lambda n: 1.0, shift=lambda n: 0.0, note: str = "") -> Candidate:
+    """A one-round local candidate: its predicted error is scale(n)·sqrt(Σ Var) at the reference truth."""
+
+    def predict(eps: float, n: int) -> float:
+        return abs(scale(n)) * math.sqrt(float(np.sum(make(eps).variance(reference, max(n, 1)))))
+
+    def protocol(eps: float):
+        r = Identity(target.encoding.size) if math.isinf(eps) else make(eps)
+        return lambda n: one_round(r, target.encoding, scale(n), shift(n))
+
+    return Candidate(name, "local", 1, predict, protocol, note)
+
+
+# ---- LDP_HISTOGRAM / LDP_FREQUENCY ------------------------------------------------------------------------
+
+def resolve_histogram(call: ast.Call, table: Table, text: str) -> Target:
+    """A categorical, boolean or integer-range column: one frequency per declared value (OTHER last)."""
+    ref, col = _column_arg(call, table, text)
+    dom = col.domain
+    if isinstance(dom, (CategoricalDomain, BooleanDomain)):
+        labels = dom.labels if isinstance(dom, CategoricalDomain) else (False, True)
+        return Target(col.name, Encoding(dom.index_sql(col.name), dom.size, col.name), dom.describe(), labels,
+                      "per bin (√ of total squared error)")
+    if isinstance(dom, NumericDomain) and dom.integer:
+        if dom.size > MAX_HISTOGRAM_SIZE:
+            raise _err(PlanError, f"`{col.name}` has {dom.size:,} values, too many bins for a histogram", ref,
+                       text, hint=f"at most {MAX_HISTOGRAM_SIZE:,}; pre-bucket the column in a FROM (SELECT ...)")
+        enc = f"CAST({dom.clamped_sql(col.name)} - {dom.low!r} AS BIGINT)"
+        labels = tuple(int(dom.low) + i for i in range(dom.size))
+        return Target(col.name, Encoding(enc, dom.size, col.name), dom.describe(), labels,
+                      "per bin (√ of total squared error)")
+    if isinstance(dom, NumericDomain):
+        raise _err(PlanError, f"`{col.name}` is continuous (BETWEEN without INTEGER); a histogram needs "
+                   "categories", ref, text, hint="declare it INTEGER BETWEEN lo AND hi, or IN (...)")
+    raise _missing_domain(col, ref, text, "a histogram")
+
+
+def histogram_candidates(target: Target) -> list[Candidate]:
+    d = target.encoding.size
+    uniform = np.full(d, 1.0 / d)  # the total squared error of GRR and OUE does not depend on the data
+    return [candidate("grr", lambda e: GRR(e, d), target, uniform),
+            candidate("oue", lambda e: OUE(e, d), target, uniform)]
+
+
+# ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------
+
+def resolve_mean(call: ast.Call, table: Table, text: str) -> Target:
+    """A bounded numeric column, scaled to [-1, 1] on the user's side: x' = (x - mid)/half."""
+    ref, col = _column_arg(call, table, text)
+    dom = col.domain
+    if not isinstance(dom, NumericDomain):
+        if dom is None:
+            raise _missing_domain(col, ref, text, f"{call.name.upper()}")
+        raise _err(PlanError, f"{call.name.upper()} needs a numeric column; `{col.name}` is categorical", ref,
+                   text, hint="use LDP_HISTOGRAM for categories")
+    half, mid = (dom.high - dom.low) / 2, (dom.high + dom.low) / 2
+    enc = Encoding(f"(({dom.clamped_sql(col.name)}) - {mid!r}) / {half!r}", None, col.name)
+    return Target(col.name, enc, dom.describe(), None, col.name, affine=(half, mid))
+
+
+def _numeric_candidates(target: Target, scale, shift) -> list[Candidate]:
+    zero = np.zeros(1)  # the worst case of both closed forms over inputs in [-1, 1]
+    return [candidate("duchi", Duchi, target, zero, scale, shift),
+            candidate("piecewise", Piecewise, target, zero, scale, shift)]
+
+
+def mean_candidates(target: Target) -> list[Candidate]:
+    half, mid = target.affine
+    return _numeric_candidates(target, lambda n: half, lambda n: mid)
+
+
+def sum_candidates(target: Target) -> list[Candidate]:
+    half, mid = target.affine
+    return _numeric_candidates(target, lambda n: n * half, lambda n: n * mid)
+
+
+# ---- LDP_COUNT(predicate) ---------------------------------------------------------------------------------
+
+def resolve_count(call: ast.Call, table: Table, text: str) -> Target:
+    """A condition each user evaluates on its own row (private columns allowed); NULL counts as false."""
+    if call.star or len(call.args) != 1:
+        raise _err(PlanError, "LDP_COUNT takes one condition, e.g. LDP_COUNT(age > 30)", call, text,
+                   hint="the number of users is public: COUNT(*) needs no LDP")
+    arg = call.args[0]
+    for ref in ast.columns_of(arg):
+        table.column(ref.name, ref.pos, text)
+    if isinstance(arg, ast.ColumnRef):
+        col = table.column(arg.name)
+        if not (isinstance(col.domain, BooleanDomain) or col.dtype.upper() == "BOOLEAN"):
+            raise _err(PlanError, f"LDP_COUNT needs a condition; `{col.name}` is not boolean", arg, text,
+                       hint=f"write a condition such as LDP_COUNT({col.name} > 0)")
+    sql = f"CASE WHEN {arg.sql()} THEN 1 ELSE 0 END"
+    return Target(None, Encoding(sql, 2, arg.sql()), f"condition {arg.sql()}; NULL counts as false", None, "users")
+
+
+def count_candidates(target: Target) -> list[Candidate]:
+    return [candidate("rr", RandomizedResponse, target, np.array([0.5]), lambda n: float(n))]
+
+
+register_aggregate(AggregateSpec("LDP_HISTOGRAM", "LDP_HISTOGRAM(column)",
+                                 "frequency of each declared value of a categorical or integer column", "histogram",
+                                 resolve_histogram, histogram_candidates), "LDP_FREQUENCY")
+register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column", "mean",
+                                 resolve_mean, mean_candidates), "LDP_AVG")
+register_aggregate(AggregateSpec("LDP_SUM", "LDP_SUM(column)", "sum of a bounded numeric column (n × mean)", "sum",
+                                 resolve_mean, sum_candidates))
+register_aggregate(AggregateSpec("LDP_COUNT", "LDP_COUNT(condition)",
+                                 "number of users for whom a condition on their own row holds", "count",
+                                 resolve_count, count_candidates))

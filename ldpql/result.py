@@ -1,0 +1,143 @@
+"""Result: rows, an interval for every estimated cell, the plan that ran and the ε it spent.
+
+A Result is computed once; reading it (``fetchall``, ``df``, ``show``...) never runs or charges the statement
+again. ``fetchall()`` returns every row each time; ``fetchone()`` walks the rows like a DuckDB cursor.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any, Sequence
+
+Interval = tuple[float, float, float]   # (low, high, confidence)
+
+
+class Result:
+    """The answer to one statement."""
+
+    def __init__(self, columns: Sequence[str], rows: Sequence[tuple], intervals: Sequence[Sequence] | None = None,
+                 plan: Any = None, epsilon_spent: float = 0.0, message: str = "", notes: Sequence[str] = (),
+                 footer: str = "", elapsed: float = 0.0):
+        self.columns = list(columns)
+        self._rows = [tuple(r) for r in rows]
+        self._intervals = [list(i) for i in intervals] if intervals is not None else \
+            [[None] * len(self.columns) for _ in self._rows]
+        self.plan = plan
+        self.epsilon_spent = epsilon_spent
+        self.message = message
+        self.notes = list(notes)
+        self.footer = footer
+        self.elapsed = elapsed
+        self._cursor = 0
+
+    # -- DuckDB-style accessors -------------------------------------------------------------------------------
+    def fetchall(self) -> list[tuple]:
+        """Every row, as a list of tuples (the same list on every call)."""
+        return list(self._rows)
+
+    def fetchone(self) -> tuple | None:
+        """The next row, or None after the last one."""
+        if self._cursor >= len(self._rows):
+            return None
+        self._cursor += 1
+        return self._rows[self._cursor - 1]
+
+    def intervals(self) -> list[list[Interval | None]]:
+        """Per row, per column: (low, high, confidence) for an estimated cell, None for any other cell."""
+        return [list(i) for i in self._intervals]
+
+    def arrow(self):
+        """The rows as a pyarrow Table."""
+        import pyarrow as pa
+
+        return pa.table({c: [r[i] for r in self._rows] for i, c in enumerate(self.columns)})
+
+    def df(self):
+        """The rows as a pandas DataFrame (needs the optional pandas extra)."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            from ldpql.errors import Error
+            raise Error("Result.df() needs pandas", hint="pip install 'ldpql[pandas]', or use Result.arrow()") from None
+        return pd.DataFrame(self._rows, columns=self.columns)
+
+    def show(self, fmt: str = "table") -> None:
+        """Print the rows (estimates with their intervals), then the footer."""
+        print(self.render(fmt))
+
+    def render(self, fmt: str = "table") -> str:
+        """The result as text: 'table' (aligned, intervals as ±), 'csv', 'json' or 'markdown'."""
+        if fmt == "csv":
+            return _csv(self)
+        if fmt == "json":
+            return _json(self)
+        body = _table(self, markdown=fmt == "markdown") if self.columns else ""
+        parts = [p for p in (self.message, body, *self.notes, self.footer) if p]
+        return "\n".join(parts)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return self.render()
+
+
+def _fmt_value(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        return f"{v:.6g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    return str(v)
+
+
+def _fmt_cell(v: Any, iv: Interval | None) -> str:
+    if iv is None or v is None:
+        return _fmt_value(v)
+    half = (iv[1] - iv[0]) / 2
+    return f"{_fmt_value(v)} ± {half:.3g}"
+
+
+def _table(r: Result, markdown: bool = False) -> str:
+    confidences = {iv[2] for row in r._intervals for iv in row if iv}
+    header = list(r.columns)
+    if confidences:
+        conf = f" ({max(confidences):.0%})"
+        header = [c + (conf if any(row[i] for row in r._intervals) else "") for i, c in enumerate(header)]
+    cells = [[_fmt_cell(v, iv) for v, iv in zip(row, ivs)] for row, ivs in zip(r._rows, r._intervals)]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(header)]
+    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in r._rows) for i in range(len(header))]
+
+    def line(vals):
+        padded = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)]
+        return ("| " + " | ".join(padded) + " |") if markdown else "  ".join(padded).rstrip()
+
+    rule = ("|" + "|".join("-" * (w + 2) for w in widths) + "|") if markdown else "  ".join("-" * w for w in widths)
+    return "\n".join([line(header), rule] + [line(c) for c in cells])
+
+
+def _csv(r: Result) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    est = [i for i in range(len(r.columns)) if any(row[i] for row in r._intervals)]
+    w.writerow(r.columns + [x for i in est for x in (f"{r.columns[i]}_low", f"{r.columns[i]}_high")])
+    for row, ivs in zip(r._rows, r._intervals):
+        w.writerow(list(row) + [x for i in est for x in ((ivs[i][0], ivs[i][1]) if ivs[i] else ("", ""))])
+    return out.getvalue().rstrip("\n")
+
+
+def _json(r: Result) -> str:
+    rows = []
+    for row, ivs in zip(r._rows, r._intervals):
+        obj = {}
+        for c, v, iv in zip(r.columns, row, ivs):
+            obj[c] = v if not (isinstance(v, float) and math.isnan(v)) else None
+            if iv:
+                obj[f"{c}_interval"] = {"low": iv[0], "high": iv[1], "confidence": iv[2]}
+        rows.append(obj)
+    return json.dumps({"columns": r.columns, "rows": rows, "epsilon_spent": r.epsilon_spent,
+                       **({"message": r.message} if r.message else {})}, default=str)
