@@ -15,5 +15,26 @@ from ldpql.result import Result
 
 __version__ = "0.1.0"
 
-__all__ = ["connect", "Connection", "Result", "Error", "ParseError", "CatalogError", "PrivacyError",
+__all__ = ["connect", "Connection", "Result", "functions", "keywords", "options", "Error", "ParseError", "CatalogError", "PrivacyError",
            "BudgetExceededError", "PlanError", "ExecuteError", "InternalError", "__version__"]
+
+
+def functions() -> list[tuple[str, str, str]]:
+    """Every LDP aggregate the language knows: (name, signature, one-line description), aliases included."""
+    from ldpql.planner import AGGREGATES
+
+    return [(name, spec.signature.replace(spec.name, name, 1), spec.doc) for name, spec in sorted(AGGREGATES.items())]
+
+
+def keywords() -> tuple[str, ...]:
+    """The language's keywords (for completion and highlighting)."""
+    from ldpql.grammar import KEYWORDS
+
+    return KEYWORDS
+
+
+def options() -> dict[str, object]:
+    """OPTIONS / SET keys and what they accept: a tuple of choices, or a type."""
+    from ldpql.planner import OPTIONS
+
+    return dict(OPTIONS)

@@ -291,7 +291,7 @@ def check_budget(eps: float, delta: float) -> None:
 
 def _check_unique_units(from_sql: str, unit: str, duck: duckdb.DuckDBPyConnection) -> None:
     dup = duck.execute(f"SELECT count(*) FROM (SELECT {quote_name(unit)} FROM {from_sql} "
-                       f"GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
+                       f"GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0]
     if dup:
         raise CatalogError(f"{dup} privacy unit(s) of `{unit}` appear on more than one row; each unit must be one user",
                            hint=f"pre-aggregate each unit's rows first: FROM (SELECT {unit}, avg(x) AS x "

@@ -113,6 +113,15 @@ class Connection:
                                schema, stmt, self.duck)
         self._declare(table, stmt, f"register {name}")
 
+    def tables(self) -> list[str]:
+        """The names of the declared tables."""
+        return [t.name for t in self.catalog.tables.values()]
+
+    def columns(self, table: str) -> list[tuple[str, str, bool, str | None]]:
+        """(name, DuckDB type, public?, declared domain or None) of every column of ``table``."""
+        t = self.catalog.get(table)
+        return [(c.name, c.dtype, c.public, c.domain.describe() if c.domain else None) for c in t.columns.values()]
+
     def remaining_budget(self, table: str) -> float:
         """The ε that remains for the most-charged user of ``table``."""
         t = self.catalog.get(table)

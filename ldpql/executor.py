@@ -58,7 +58,7 @@ def public_cells(duck: duckdb.DuckDBPyConnection, table: Table, where: str | Non
     """The GROUP BY cells and their user counts: public facts (public columns and counts only)."""
     try:
         if not group_by:
-            return [Cell((), int(duck.execute(f"SELECT count(*) FROM ({population_sql(table, where)})").fetchone()[0]))]
+            return [Cell((), int(duck.execute(f"SELECT count(*) FROM ({population_sql(table, where)})").fetchall()[0][0]))]
         cols = ", ".join(quote_name(c) for c in group_by)
         rows = duck.execute(f"SELECT {cols}, count(*) FROM ({population_sql(table, where)}) GROUP BY ALL "
                             f"ORDER BY ALL NULLS LAST").fetchall()
@@ -79,7 +79,7 @@ def max_spend(duck: duckdb.DuckDBPyConnection, table: Table, charges, predicate:
     if set(by_pred) == {None}:
         return by_pred[None]
     terms = " + ".join(f"{e!r}" if p is None else f"(CASE WHEN {p} THEN {e!r} ELSE 0 END)" for p, e in by_pred.items())
-    row = duck.execute(f"SELECT max({terms}) FROM ({population_sql(table, predicate)})").fetchone()
+    row = duck.execute(f"SELECT max({terms}) FROM ({population_sql(table, predicate)})").fetchall()[0]
     return float(row[0] or 0.0)
 
 
@@ -215,7 +215,7 @@ class Executor:
         counts = dict.fromkeys(rounds, 0)
         total = sum(self._cells[c].n for c in rounds) or 1
         done = 0
-        reader = self.duck.sql(sql).fetch_record_batch(BATCH_ROWS)
+        reader = self.duck.sql(sql).to_arrow_reader(BATCH_ROWS)
         for batch in reader:
             cell = batch.column(0).to_numpy(zero_copy_only=False)
             x = batch.column(1).to_numpy(zero_copy_only=False)

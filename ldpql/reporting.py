@@ -48,11 +48,22 @@ def _cell_rows(p: Plan, cell: Cell, ci: int, estimates: dict[tuple[int, int], Es
             j = k if agg.table_valued else 0
             if agg.table_valued:
                 row.append(label), ivs.append(None)
-            value, se = (float(est.values[j]), float(est.stderr[j])) if est is not None else (math.nan, math.nan)
+            value = float(est.values[j]) if est is not None else math.nan
             row.append(None if math.isnan(value) else value)
-            ivs.append(None if math.isnan(value) or math.isnan(se) else (value - p.z * se, value + p.z * se,
-                                                                         p.confidence))
+            ivs.append(None if est is None or math.isnan(value) else _interval(est, j, p))
         yield tuple(row), ivs
+
+
+def _interval(est: Estimate, j: int, p: Plan):
+    if est.interval is not None:
+        low, high = float(est.interval[0][j]), float(est.interval[1][j])
+        return (low, high, est.interval_confidence or p.confidence)
+    value, se = float(est.values[j]), float(est.stderr[j])
+    return None if math.isnan(se) else (value - p.z * se, value + p.z * se, p.confidence)
+
+
+def _covers(iv, truth: float) -> bool:
+    return iv is not None and iv[0] <= truth <= iv[1]
 
 
 def select_result(p: Plan, cells: list[Cell], estimates: dict, spent: float, remaining: float | None,
@@ -66,7 +77,7 @@ def select_result(p: Plan, cells: list[Cell], estimates: dict, spent: float, rem
     footer = f"-- {mechanisms}; ε spent {spent:g} per user"
     footer += f"; {remaining:.4g} left on {p.table.name}" if remaining is not None else ""
     footer += f"; {p.n:,} users; {elapsed:.2f} s"
-    notes = list(p.notes)
+    notes = list(p.notes) + list(dict.fromkeys(e.note for e in estimates.values() if e is not None and e.note))
     if math.isinf(p.epsilon):
         notes.append(NOT_PRIVATE + " (EPSILON INF: noise off)")
     return Result(output_columns(p), rows, intervals, plan=p, epsilon_spent=spent, notes=notes, footer=footer,
@@ -82,8 +93,8 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
                 continue
             true = truth[(a.index, ci)].values
             est = np.array([r[(a.index, ci)].values for r in runs])
-            se = np.array([r[(a.index, ci)].stderr for r in runs])
-            covered = np.abs(est - true) <= p.z * se
+            covered = np.array([[_covers(_interval(r[(a.index, ci)], j, p), true[j]) for j in range(len(true))]
+                                for r in runs])
             labels = a.target.categories or (None,)
             for j, label in enumerate(labels):
                 rows.append((a.output, ", ".join(map(str, cell.key)) or None, label, float(true[j]),

@@ -38,6 +38,7 @@ class Randomizer(ABC):
     epsilon: float
     input_size: int | None = None
     report_width: int = 1  # values per user report (a unary encoding's d), to bound memory per chunk
+    estimates: ClassVar[str] = "histogram"  # what estimate() returns: 'histogram' (d), 'ones' or 'mean' (1)
 
     @abstractmethod
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -131,12 +132,19 @@ class Reply:
 
 @dataclass
 class Estimate:
-    """A protocol's answer: one value per output cell, with its standard error (NaN when unknown)."""
+    """A protocol's answer: one value per output cell, with its standard error (NaN when unknown).
+
+    A protocol whose theory gives an interval other than estimate ± z·stderr (one-sided, calibrated, or in
+    rank space) sets ``interval`` to (low, high) arrays at ``interval_confidence``; the result then shows
+    that interval instead. ``note`` is shown under the result (e.g. "no interval: the theory gives none").
+    """
 
     values: np.ndarray
     stderr: np.ndarray
     note: str = ""
     extra: dict = field(default_factory=dict)
+    interval: tuple[np.ndarray, np.ndarray] | None = None
+    interval_confidence: float | None = None
 
 
 Protocol = Generator[Round, Reply, Estimate]

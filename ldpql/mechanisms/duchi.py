@@ -24,6 +24,7 @@ from ldpql.mechanisms.rr import flip, keep_probability
 class Duchi(Randomizer):
     """One-bit mechanism on inputs in [-1, 1]; reports are ±1, the summary is their sum."""
 
+    estimates = "mean"
     name = "duchi"
 
     def __init__(self, epsilon: float):

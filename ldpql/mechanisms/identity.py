@@ -15,20 +15,26 @@ from ldpql.mechanisms.base import Randomizer
 
 
 class Identity(Randomizer):
-    """Reports the input itself; the summary is the histogram (finite inputs) or the sum (continuous)."""
+    """Reports the input itself. Its estimate has the shape of the randomizer it replaces (``like``): the
+    histogram of a finite input, the fraction of ones of a bit, or the mean of a continuous input."""
 
     name = "identity"
 
-    def __init__(self, d: int | None = None):
-        self.epsilon, self.input_size = math.inf, d
+    def __init__(self, d: int | None = None, estimates: str = "histogram"):
+        self.epsilon, self.input_size, self.estimates = math.inf, d, estimates
+
+    @classmethod
+    def like(cls, r: Randomizer) -> "Identity":
+        """The noise-off twin of ``r``: the same input and the same shape of estimate."""
+        return cls(r.input_size, r.estimates)
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return np.asarray(x)
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
-        if self.input_size is None:
-            return np.array([np.sum(reports, dtype=float)])
-        return np.bincount(reports, minlength=self.input_size)
+        if self.estimates == "histogram":
+            return np.bincount(reports, minlength=self.input_size)
+        return np.array([np.sum(reports, dtype=float)])
 
     def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
         return np.asarray(summary, dtype=float) / n
@@ -37,7 +43,8 @@ class Identity(Randomizer):
         return np.zeros(np.shape(truth))
 
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return np.asarray(counts)
+        counts = np.asarray(counts)
+        return counts if self.estimates == "histogram" else np.array([float(np.dot(counts, np.arange(len(counts))))])
 
     @classmethod
     def audit_cases(cls):

@@ -23,6 +23,7 @@ from ldpql.mechanisms.base import Randomizer, register
 class Piecewise(Randomizer):
     """Piecewise Mechanism on inputs in [-1, 1]; reports are floats in [-C, C], the summary is their sum."""
 
+    estimates = "mean"
     name = "piecewise"
 
     def __init__(self, epsilon: float):

@@ -32,6 +32,7 @@ def flip(bits: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarr
 class RandomizedResponse(Randomizer):
     """ε-LDP binary randomized response on a 0/1 input; the summary is the count of 1 reports."""
 
+    estimates = "ones"
     name = "rr"
 
     def __init__(self, epsilon: float):

@@ -301,7 +301,7 @@ def _assign(ctx: _Context, split: str, eps: list[float], users: list[tuple[float
 
 
 def _best_se(a: AggregatePlan, eps: float, n: int) -> float:
-    return min(c.predict(eps, n) for c in a.candidates if not c.rejected)
+    return min((c.predict(eps, n) for c in a.candidates if not c.rejected), default=math.inf)
 
 
 def choose_mechanisms(ctx: _Context) -> None:
@@ -310,6 +310,9 @@ def choose_mechanisms(ctx: _Context) -> None:
         n_a = max(int(ctx.facts.n * (a.users[1] - a.users[0])), 1)
         for c in a.candidates:
             c.predicted_se = c.predict(a.epsilon, n_a) if not math.isinf(a.epsilon) else 0.0
+            reason = c.check(a.epsilon, n_a) if c.check is not None and not c.rejected else None
+            if reason:
+                c.rejected = reason
         allowed = [c for c in a.candidates if not c.rejected]
         if not allowed:
             raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()} under this statement's limits",

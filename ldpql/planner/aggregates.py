@@ -82,7 +82,7 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
         return abs(scale(n)) * math.sqrt(float(np.sum(make(eps).variance(reference, max(n, 1)))))
 
     def protocol(eps: float):
-        r = Identity(target.encoding.size) if math.isinf(eps) else make(eps)
+        r = Identity.like(make(1.0)) if math.isinf(eps) else make(eps)
         return lambda n: one_round(r, target.encoding, scale(n), shift(n))
 
     return Candidate(name, "local", 1, predict, protocol, note)

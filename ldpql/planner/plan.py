@@ -25,6 +25,10 @@ class Candidate:
     note: str = ""
     predicted_se: float = float("nan")
     rejected: str = ""  # why it was not chosen ('' for the chosen one)
+    # check(eps, n) -> why this candidate cannot run at (ε, n), or None; the planner rejects it with that text
+    check: Callable[[float, int], str | None] | None = None
+    # describe(eps, n) -> extra EXPLAIN lines (schedule, rounds, parameters) for the chosen candidate
+    describe: Callable[[float, int], list[str]] | None = None
 
 
 @dataclass
@@ -131,6 +135,9 @@ def _aggregate_lines(a: AggregatePlan, p: Plan, head: str, pad: str) -> list[str
            f"{pad}├─ mechanism * {c.mechanism}: {c.model}, {c.rounds} round(s), ε = {_eps(a.epsilon)}, {users}",
            f"{pad}├─ predicted   {_se(c, p.z, p.confidence)} {a.target.unit} at n = {p.n:,}"
            + (f"  ({c.note})" if c.note else "")]
+    if c.describe is not None:
+        n_a = max(int(p.n * share), 1)
+        out.extend(f"{pad}├─ {line}" for line in c.describe(a.epsilon, n_a))
     rejected = [r for r in a.candidates if r is not c]
     for j, r in enumerate(rejected):
         branch = "└─" if j == len(rejected) - 1 else "├─"

@@ -1,0 +1,73 @@
+"""Shared fixtures: a fresh connection per test, and small synthetic tables in CSV and parquet."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ldpql
+
+CITIES = ("Lyon", "Nice", "Paris")
+
+
+def people_table(n: int = 20_000, seed: int = 11) -> pa.Table:
+    """A small synthetic people table: id, age, income, city (with values outside the declared ones), region."""
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "person_id": np.arange(n),
+        "age": rng.integers(0, 100, n),
+        "income": np.round(rng.gamma(2.0, 20_000.0, n), 2),
+        "city": rng.choice(["Lyon", "Nice", "Paris", "Brest"], n, p=[0.3, 0.2, 0.4, 0.1]),
+        "region": rng.choice(["north", "south", "east"], n),
+        "smoker": rng.random(n) < 0.2,
+    })
+
+
+PEOPLE_COLUMNS = ("age PRIVATE INTEGER BETWEEN 0 AND 120, income PRIVATE BETWEEN 0 AND 250000, "
+                  "city PRIVATE IN ('Lyon', 'Nice', 'Paris'), smoker PRIVATE BOOLEAN, region PUBLIC")
+
+
+@pytest.fixture
+def con():
+    """A fresh in-memory connection with a fixed seed."""
+    c = ldpql.connect(seed=1234)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def eval_con():
+    """A fresh connection in evaluation mode (EPSILON INF and EVALUATE allowed)."""
+    c = ldpql.connect(seed=1234, evaluation=True)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def people_csv(tmp_path):
+    """Path of a CSV file with the small people table."""
+    path = tmp_path / "people.csv"
+    people_table().to_pandas().to_csv(path, index=False)
+    return str(path)
+
+
+@pytest.fixture
+def people_parquet(tmp_path):
+    """Path of a parquet file with the small people table."""
+    path = tmp_path / "people.parquet"
+    pq.write_table(people_table(), path)
+    return str(path)
+
+
+def declare_people(con: ldpql.Connection, path: str, budget: float = 4.0, name: str = "people") -> None:
+    """CREATE TABLE people FROM path with the standard declarations."""
+    con.sql(f"CREATE TABLE {name} FROM '{path}' ({PEOPLE_COLUMNS}) PRIVACY UNIT person_id BUDGET EPSILON {budget}")
+
+
+@pytest.fixture
+def people(con, people_parquet):
+    """``con`` with the table ``people`` declared over the parquet file (budget ε = 4)."""
+    declare_people(con, people_parquet)
+    return con
