@@ -29,10 +29,18 @@ def _pos() -> Pos:
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
+RESERVED = ("EPSILON", "DELTA", "OPTIONS", "EXPLAIN", "EVALUATE")
+KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "AS", "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL",
+            "TRUE", "FALSE", "CREATE", "TABLE", "PUBLIC", "PRIVATE", "INTEGER", "BOOLEAN", "DEFAULT", "PRIVACY",
+            "UNIT", "BUDGET", "ROUNDS", "INF", "REPEAT", "SHOW", "TABLES", "LEDGER", "DESCRIBE", "DESC", "USE",
+            "SET", "ALTER", "DROP") + RESERVED
+
 
 def quote_name(name: str) -> str:
-    """An identifier as written in SQL: bare when possible, else double-quoted."""
-    return name if _BARE.match(name) else '"' + name.replace('"', '""') + '"'
+    """An identifier as written in SQL: bare when possible, else double-quoted (keywords too)."""
+    if _BARE.match(name) and name.upper() not in KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def quote_string(value: str) -> str:

@@ -12,12 +12,7 @@ from lark import Transformer, v_args
 from ldpql.errors import ParseError, did_you_mean
 from ldpql.grammar import ast
 
-RESERVED = ("EPSILON", "DELTA", "OPTIONS", "EXPLAIN", "EVALUATE")
-
-KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "AS", "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL",
-            "TRUE", "FALSE", "CREATE", "TABLE", "PUBLIC", "PRIVATE", "INTEGER", "BOOLEAN", "DEFAULT", "PRIVACY",
-            "UNIT", "BUDGET", "ROUNDS", "INF", "REPEAT", "SHOW", "TABLES", "LEDGER", "DESCRIBE", "USE", "SET",
-            "ALTER", "DROP") + RESERVED
+from ldpql.grammar.ast import KEYWORDS, RESERVED
 
 # Readable names for lark's terminal names in "expected ..." messages.
 _TERMINALS = {"NAME": "a name", "QUOTED_NAME": "a quoted name", "STRING": "a 'string'",
@@ -28,11 +23,35 @@ _TERMINALS = {"NAME": "a name", "QUOTED_NAME": "a quoted name", "STRING": "a 'st
               "INTEGER": "INTEGER"}
 
 
+class _GluedKeyword(Exception):
+    """A keyword immediately followed by name characters (`BUDGETS`): the lexer split one word in two."""
+
+    def __init__(self, token: lark.Token, word: str):
+        self.token, self.word = token, word
+
+
+class _WholeWords:
+    """Post-lexer: a keyword must be a whole word. Where a state accepts keywords but no names, lark's
+    contextual lexer would otherwise read `BUDGETS` as the keyword BUDGET followed by the name S."""
+
+    always_accept = ()
+
+    def process(self, stream):
+        prev = None
+        for tok in stream:
+            if prev is not None and prev.end_pos == tok.start_pos and str(prev).isalpha() \
+                    and prev.type not in ("NAME", "QUOTED_NAME", "STRING") and (str(tok)[:1].isalnum() or str(tok)[:1] == "_"):
+                raise _GluedKeyword(prev, str(prev) + str(tok))
+            yield tok
+            prev = tok
+
+
 @functools.cache
 def _parser() -> lark.Lark:
     """The LALR parser over the packaged grammar; built on first use so `import ldpql` stays fast."""
     grammar = resources.files("ldpql.grammar").joinpath("ldpql.lark").read_text(encoding="utf-8")
-    return lark.Lark(grammar, parser="lalr", strict=True, propagate_positions=True, maybe_placeholders=True)
+    return lark.Lark(grammar, parser="lalr", strict=True, propagate_positions=True, maybe_placeholders=True,
+                     postlex=_WholeWords())
 
 
 def parse(text: str) -> list[ast.Statement]:
@@ -45,6 +64,9 @@ def parse(text: str) -> list[ast.Statement]:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as e:
         raise _syntax_error(text, e) from None
+    except _GluedKeyword as g:
+        raise ParseError(f"unexpected `{g.word}`", hint=did_you_mean(g.word, KEYWORDS), text=text,
+                         line=g.token.line, column=g.token.column, width=len(g.word)) from None
     try:
         return _ToAst(text).transform(tree)
     except lark.exceptions.VisitError as e:  # unwrap errors raised inside the transformer
@@ -192,10 +214,10 @@ class _ToAst(Transformer):
             if seen_named and not isinstance(a, ast.NamedArg):
                 raise self._error("a positional argument follows a named one", _expr_pos(a),
                                   hint="put `name => value` arguments last")
-        return ast.Call(name, positional, named, False, _pos(meta))
+        return ast.Call(name.upper(), positional, named, False, _pos(meta))
 
     def star_call(self, meta, children):
-        return ast.Call(children[0], (), (), True, _pos(meta))
+        return ast.Call(children[0].upper(), (), (), True, _pos(meta))
 
     def select_item(self, meta, children):
         return ast.SelectItem(children[0], children[1], _pos(meta))

@@ -44,7 +44,7 @@ class Duchi(Randomizer):
         return self.C * np.asarray(summary, dtype=float) / n
 
     def variance(self, truth: np.ndarray, n: int, second_moment: float | None = None) -> np.ndarray:
-        m2 = np.square(truth) if second_moment is None else second_moment
+        m2 = np.square(truth) if second_moment is None else np.full(np.shape(truth), second_moment)
         return (self.C ** 2 - m2) / n
 
     def output_distribution(self, x: float) -> np.ndarray:

@@ -54,7 +54,7 @@ class Piecewise(Randomizer):
         return np.asarray(summary, dtype=float) / n
 
     def variance(self, truth: np.ndarray, n: int, second_moment: float | None = None) -> np.ndarray:
-        m2 = np.ones_like(np.asarray(truth, dtype=float)) if second_moment is None else second_moment
+        m2 = np.ones(np.shape(truth)) if second_moment is None else np.full(np.shape(truth), second_moment)
         return (m2 / (self.t - 1) + (self.t + 3) / (3 * (self.t - 1) ** 2)) / n
 
     def density(self, x: float, y: np.ndarray) -> np.ndarray:

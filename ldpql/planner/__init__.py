@@ -31,6 +31,9 @@ OPTIONS = {
     "force": bool,
     "epsilon": float,
 }
+EXAMPLES = {"model": "model = 'local'", "delta": "delta = 1e-8", "rounds": "rounds = 1 or rounds = 'auto'",
+            "mechanism": "mechanism = 'grr'", "confidence": "confidence = 0.95", "seed": "seed = 7",
+            "simulation": "simulation = 'per_user'", "force": "force = true", "epsilon": "epsilon = 1"}
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def check_public(select: ast.Select, table: Table, text: str = "") -> None:
             raise _error(PrivacyError, f"{clause} may only use public columns, and `{col.name}` is private", text,
                          ref, width=len(ref.name),
                          hint=f"the server never sees private values; count a condition on them with an "
-                              f"aggregate, e.g. LDP_COUNT({col.name} > ...), or declare `{col.name}` PUBLIC "
+                              f"aggregate, e.g. LDP_COUNT({col.name} = ...), or declare `{col.name}` PUBLIC "
                               "if it is not sensitive")
 
 
@@ -101,26 +104,26 @@ def resolve_options(ctx: _Context) -> None:
 
 def check_option(key: str, value, node=None, text: str = ""):
     """The value of option (or SET) ``key`` converted to its type, or a PlanError saying what it accepts."""
-    kind = OPTIONS.get(key)
+    kind, hint = OPTIONS.get(key), f"for example {EXAMPLES.get(key, key)}"
     if kind is None:
         raise _error(PlanError, f"unknown option `{key}`", text, node, width=len(key),
                      hint=did_you_mean(key, list(OPTIONS)) or f"options are: {', '.join(OPTIONS)}")
     if isinstance(kind, tuple):
         if str(value).lower() not in kind:
-            raise _error(PlanError, f"option {key} must be one of {', '.join(kind)}, not {value!r}", text, node)
+            raise _error(PlanError, f"option {key} must be one of {', '.join(kind)}, not {value!r}", text, node, hint)
         return str(value).lower()
     if key == "rounds" and str(value).lower() == "auto":
         return None
     try:
         value = kind(value) if kind is not bool else _bool(value)
     except (TypeError, ValueError):
-        raise _error(PlanError, f"option {key} must be {kind.__name__}, not {value!r}", text, node) from None
+        raise _error(PlanError, f"option {key} must be {kind.__name__}, not {value!r}", text, node, hint) from None
     if key == "confidence" and not 0 < value < 1:
-        raise _error(PlanError, f"confidence must be between 0 and 1, not {value}", text, node)
+        raise _error(PlanError, f"confidence must be between 0 and 1, not {value}", text, node, hint)
     if key == "delta" and not 0 <= value < 1:
-        raise _error(PlanError, f"delta must be in [0, 1), not {value}", text, node)
+        raise _error(PlanError, f"delta must be in [0, 1), not {value}", text, node, hint)
     if key == "rounds" and value < 1:
-        raise _error(PlanError, f"rounds must be 'auto' or at least 1, not {value}", text, node)
+        raise _error(PlanError, f"rounds must be 'auto' or at least 1, not {value}", text, node, hint)
     return value
 
 
@@ -151,7 +154,7 @@ def resolve_items(ctx: _Context) -> None:
         ctx.items.append((agg.output, agg.index))
     if not ctx.aggregates:
         raise ctx.error(PlanError, "the statement has no LDP aggregate", ctx.select,
-                        hint="LDP aggregates: " + ", ".join(sorted(AGGREGATES)))
+                        hint="LDP aggregates: " + ", ".join(sorted(AGGREGATES)) + "; the number of users is public")
     if sum(a.table_valued for a in ctx.aggregates) > 1:
         raise ctx.error(PlanError, "at most one histogram-like aggregate per statement", ctx.select,
                         hint="ask for each histogram in its own statement")

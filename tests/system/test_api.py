@@ -1,0 +1,160 @@
+"""The Python API contract of DESIGN §3: names that tests outside the project rely on."""
+
+from __future__ import annotations
+
+import io
+import contextlib
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import ldpql
+from tests.conftest import people_table
+
+
+def test_public_names():
+    for name in ("connect", "Connection", "Result", "Error", "ParseError", "CatalogError", "PrivacyError",
+                 "BudgetExceededError", "PlanError"):
+        assert hasattr(ldpql, name)
+    for cls in (ldpql.ParseError, ldpql.CatalogError, ldpql.PrivacyError, ldpql.BudgetExceededError, ldpql.PlanError):
+        assert issubclass(cls, ldpql.Error)
+
+
+def test_the_contract_end_to_end(people):
+    explained = people.explain("SELECT LDP_MEAN(income) EPSILON 1 FROM people")
+    res = people.sql("SELECT LDP_MEAN(income) EPSILON 1 FROM people")
+    rows = res.fetchall()
+    assert isinstance(rows, list) and isinstance(rows[0], tuple) and len(rows) == 1
+    assert res.columns == ["ldp_mean_income"]
+    assert res.fetchone() == rows[0] and res.fetchone() is None
+    (low, high, conf), = res.intervals()[0]
+    assert low < rows[0][0] < high and conf == 0.95
+    assert str(res.plan) == explained  # what EXPLAIN showed is what ran
+    assert res.epsilon_spent == 1.0
+    assert list(res.df().columns) == ["ldp_mean_income"]
+    assert res.arrow().num_rows == 1
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        res.show()
+    assert "±" in out.getvalue() and "ε spent 1" in out.getvalue()
+    assert people.remaining_budget("people") == pytest.approx(3.0)
+
+
+def test_alias_names_the_column(people):
+    res = people.sql("SELECT LDP_MEAN(income) AS avg_income FROM people EPSILON 1")
+    assert res.columns == ["avg_income"]
+
+
+def test_reading_a_result_twice_never_charges_twice(people):
+    res = people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    first = res.fetchall()
+    assert res.fetchall() == first and res.df().shape == (1, 1)
+    assert people.remaining_budget("people") == pytest.approx(3.0)
+    assert len([c for c in people.ledger.charges() if c.kind == "query"]) == 1
+
+
+def test_seed_makes_a_script_reproducible(people_parquet):
+    from tests.conftest import declare_people
+
+    answers = []
+    for _ in range(2):
+        with ldpql.connect(seed=7) as con:
+            declare_people(con, people_parquet)
+            answers.append([con.sql(q).fetchall() for q in (
+                "SELECT LDP_MEAN(income) FROM people EPSILON 1",
+                "SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1")])
+    assert answers[0] == answers[1]
+    with ldpql.connect(seed=8) as con:
+        declare_people(con, people_parquet)
+        assert con.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1").fetchall() != answers[0][0]
+
+
+def test_statement_seed_option_fixes_the_noise(people):
+    q = "SELECT LDP_MEAN(income) FROM people EPSILON 0.5 OPTIONS (seed = 99)"
+    assert people.sql(q).fetchall() == people.sql(q).fetchall()
+
+
+def test_register_pandas_and_arrow():
+    con = ldpql.connect(seed=5)
+    df = people_table(5000).to_pandas()
+    con.register("p", df, private={"income": (0, 250000), "city": ["Lyon", "Nice", "Paris"], "smoker": bool},
+                 public=["region"], budget=3.0)
+    con.register("a", pa.Table.from_pandas(df), private={"age": {"between": (0, 120), "integer": True}})
+    assert sorted(con.tables()) == ["a", "p"]
+    res = con.sql("SELECT region, LDP_MEAN(income), LDP_COUNT(smoker) FROM p GROUP BY region EPSILON 1")
+    assert [r[0] for r in res.fetchall()] == sorted(df.region.unique())
+    hist = con.sql("SELECT LDP_HISTOGRAM(age) FROM a EPSILON 1").fetchall()
+    assert len(hist) == 121 and hist[0][0] == 0
+    assert con.remaining_budget("p") == pytest.approx(2.0)
+    with pytest.raises(ldpql.CatalogError):
+        con.register("bad", object())
+
+
+def test_columns_and_tables_introspection(people):
+    cols = {c[0]: c for c in people.columns("people")}
+    assert cols["region"][2] is True and cols["income"][2] is False and "BETWEEN 0 AND 250000" in cols["income"][3]
+
+
+def test_several_statements_return_the_last_result(con, people_parquet):
+    res = con.sql(f"CREATE TABLE t FROM '{people_parquet}' (income PRIVATE BETWEEN 0 AND 250000); "
+                  "SELECT LDP_MEAN(income) FROM t EPSILON 0.5")
+    assert res.columns == ["ldp_mean_income"]
+
+
+def test_use_sets_the_default_table(con, people_parquet):
+    from tests.conftest import declare_people
+
+    declare_people(con, people_parquet, name="a")
+    declare_people(con, people_parquet, name="b")
+    with pytest.raises(ldpql.CatalogError) as info:
+        con.sql("SELECT LDP_MEAN(income) EPSILON 1")
+    assert "USE" in info.value.hint
+    con.sql("USE b")
+    con.sql("SELECT LDP_MEAN(income) EPSILON 1")
+    assert con.remaining_budget("b") == pytest.approx(3.0)  # a and b are the same data: spend is shared
+    assert con.remaining_budget("a") == pytest.approx(3.0)
+
+
+def test_set_validates_values(con):
+    con.sql("SET confidence = 0.9")
+    assert con.session["confidence"] == 0.9
+    with pytest.raises(ldpql.PlanError):
+        con.sql("SET confidence = 2")
+    with pytest.raises(ldpql.PlanError):
+        con.sql("SET confidance = 0.9")
+
+
+def test_describe_and_show_tables(people):
+    rows = people.sql("DESCRIBE people").fetchall()
+    assert ("region", "VARCHAR", "public", "-") in rows
+    assert any(r[0] == "person_id" and r[3] == "privacy unit" for r in rows)
+    assert people.sql("SHOW TABLES").fetchall()[0][0] == "people"
+
+
+def test_render_formats(people):
+    res = people.sql("SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1")
+    import json
+
+    data = json.loads(res.render("json"))
+    assert data["rows"][0]["ldp_histogram_city_interval"]["confidence"] == 0.95
+    csv_text = res.render("csv").splitlines()
+    assert csv_text[0] == "city,ldp_histogram_city,ldp_histogram_city_low,ldp_histogram_city_high"
+    assert res.render("markdown").splitlines()[1].startswith("|-")
+
+
+ERRORS = ["SELEC 1", "SELECT LDP_MEAN(income) FROM nowhere EPSILON 1", "SELECT LDP_MEAN(income) FROM people EPSILON -1",
+          "SELECT LDP_MEAN(income) FROM people WHERE age > 3 EPSILON 1", "CREATE TABLE x FROM '/no/such/file.csv'",
+          "DESCRIBE nowhere", "USE nowhere", "DROP TABLE nowhere", "ALTER TABLE people SET BUDGET EPSILON 0",
+          "SELECT LDP_MEAN(income) FROM people EPSILON 100", "SET nothing = 1", "EVALUATE SELECT LDP_MEAN(income) "
+          "FROM people EPSILON 1", "SELECT LDP_MEAN(income) FROM people WHERE region = 3 EPSILON 1", "",
+          "SELECT LDP_HISTOGRAM(city), LDP_HISTOGRAM(city) FROM people EPSILON 1"]
+
+
+@pytest.mark.parametrize("sql", ERRORS)
+def test_bad_input_raises_ldpql_errors_only_and_changes_nothing(people, sql):
+    before = (people.remaining_budget("people"), len(people.ledger.charges()), people.tables())
+    with pytest.raises(ldpql.Error) as info:
+        people.sql(sql)
+    assert str(info.value)
+    assert (people.remaining_budget("people"), len(people.ledger.charges()), people.tables()) == before

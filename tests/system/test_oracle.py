@@ -1,0 +1,104 @@
+"""Noise off as an oracle (DESIGN §5): with EPSILON INF every randomizer is the identity, and answers must
+equal DuckDB's plain SQL on the same data, which tests filters, groups and user partitions without noise."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import ldpql
+from tests.conftest import declare_people
+
+CLAMPED_INCOME = "least(greatest(coalesce(income, 125000.0), 0), 250000)"
+
+
+def _duck(path: str, sql: str):
+    return duckdb.sql(sql.replace("SRC", f"'{path}'")).fetchall()
+
+
+@pytest.fixture
+def oracle(eval_con, people_parquet):
+    declare_people(eval_con, people_parquet)
+    return eval_con, people_parquet
+
+
+def test_grouped_mean_with_filter(oracle):
+    con, path = oracle
+    got = con.sql("SELECT region, LDP_MEAN(income) FROM people WHERE region <> 'east' GROUP BY region EPSILON INF")
+    want = _duck(path, f"SELECT region, avg({CLAMPED_INCOME}) FROM SRC WHERE region <> 'east' GROUP BY 1 ORDER BY 1")
+    assert [r[0] for r in got.fetchall()] == [w[0] for w in want]
+    for (_, v), (_, w) in zip(got.fetchall(), want):
+        assert v == pytest.approx(w, rel=1e-12)
+
+
+def test_histogram_counts_and_sums(oracle):
+    con, path = oracle
+    hist = dict(con.sql("SELECT LDP_HISTOGRAM(city) FROM people WHERE region = 'north' EPSILON INF").fetchall())
+    n, = _duck(path, "SELECT count(*) FROM SRC WHERE region = 'north'")[0]
+    want = dict(_duck(path, "SELECT CASE WHEN city IN ('Lyon', 'Nice', 'Paris') THEN city ELSE 'OTHER' END, "
+                            "count(*) FROM SRC WHERE region = 'north' GROUP BY 1"))
+    assert hist == pytest.approx({k: v / n for k, v in want.items()})
+    (count, total), = con.sql("SELECT LDP_COUNT(age >= 50 AND smoker), LDP_SUM(income) FROM people EPSILON INF").fetchall()
+    want_count, want_sum = _duck(path, f"SELECT count(*) FILTER (age >= 50 AND smoker), sum({CLAMPED_INCOME}) FROM SRC")[0]
+    assert count == pytest.approx(want_count) and total == pytest.approx(want_sum)
+
+
+def test_integer_histogram_clamps_and_rounds(oracle):
+    con, path = oracle
+    hist = con.sql("SELECT LDP_HISTOGRAM(age) FROM people EPSILON INF").fetchall()
+    n, = _duck(path, "SELECT count(*) FROM SRC")[0]
+    want = dict(_duck(path, "SELECT least(greatest(age, 0), 120), count(*) FROM SRC GROUP BY 1"))
+    assert {k: v for k, v in hist if v} == pytest.approx({k: v / n for k, v in want.items()})
+
+
+def test_user_partitions_cover_every_user_once(oracle):
+    """Under a user split each aggregate sees a disjoint group; with noise off, each answer is the exact
+    statistic of its group (scaled to n), the groups' sizes add up to n, and both paths agree exactly."""
+    con, path = oracle
+    from ldpql.executor import Executor, public_cells
+    import dataclasses, math
+
+    p = con._plan(ldpql.grammar.parse_one("SELECT LDP_COUNT(smoker), LDP_COUNT(smoker) AS c2, "
+                                          "LDP_COUNT(smoker) AS c3 FROM people EPSILON 1"), "")[0]
+    assert p.split == "users"
+    noise_off = dataclasses.replace(p, epsilon=math.inf,
+                                    aggregates=[dataclasses.replace(a, epsilon=math.inf) for a in p.aggregates])
+    cells = public_cells(con.duck, p.table, None, [])
+    runs = {}
+    for mode in ("exact", "per_user"):
+        plan = dataclasses.replace(noise_off, simulation=mode)
+        runs[mode] = Executor(con.duck).run(plan, cells, entropy=42)
+    assert {k: v.values.tolist() for k, v in runs["exact"].items()} == \
+        {k: v.values.tolist() for k, v in runs["per_user"].items()}
+    n, smokers = _duck(path, "SELECT count(*), count(*) FILTER (smoker) FROM SRC")[0]
+    sizes = []
+    for a in p.aggregates:
+        lo, hi = a.users
+        (size, count), = con.duck.execute(
+            f"SELECT count(*), count(*) FILTER (smoker) FROM (SELECT *, row_number() OVER () - 1 AS pos FROM '{path}') "
+            f"WHERE hash(pos, {42 % (1 << 62)}) / 18446744073709551616.0 >= {lo!r} "
+            f"AND hash(pos, {42 % (1 << 62)}) / 18446744073709551616.0 < {hi!r}").fetchall()
+        sizes.append(size)
+        # the group is a random sample of the users: its fraction, scaled to all n users, estimates the count
+        assert runs["exact"][(a.index, 0)].values[0] == pytest.approx(count / size * n)
+        assert abs(size - n / 3) < 5 * (n * (1 / 3) * (2 / 3)) ** 0.5
+    assert sum(sizes) == n
+
+
+def test_noise_off_is_refused_outside_evaluation(people):
+    with pytest.raises(ldpql.PlanError) as info:
+        people.sql("SELECT LDP_MEAN(income) FROM people EPSILON INF")
+    assert "evaluation" in info.value.hint
+
+
+def test_evaluate_reports_truth_error_and_coverage(oracle):
+    con, _ = oracle
+    res = con.sql("EVALUATE SELECT LDP_MEAN(income), LDP_HISTOGRAM(city) FROM people EPSILON 1 REPEAT 60")
+    assert res.columns == ["output", "group", "value", "truth", "mean_estimate", "bias", "rmse", "coverage"]
+    assert "NOT private" in res.message
+    rows = res.fetchall()
+    assert len(rows) == 1 + 4
+    for row in rows:
+        assert 0.8 <= row[7] <= 1.0  # 60 runs of 95% intervals
+        assert abs(row[5]) < 4 * row[6] / 60 ** 0.5 + 1e-9  # mean error within a few standard errors
+    assert con.remaining_budget("people") == pytest.approx(4.0)  # EVALUATE spends nothing

@@ -1,0 +1,168 @@
+"""The budget ledger: refusal text contract, refunds, parallel composition, spend that belongs to the data,
+and two processes racing on one ledger file."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pytest
+
+import ldpql
+from ldpql.ledger import Ledger, refusal_message
+from tests.conftest import declare_people
+
+
+@pytest.mark.parametrize("requested, remaining, budget, text", [
+    (1.0, 0.5, 4.0, "this statement needs ε = 1 per user of `people`, but only ε = 0.5 remains for the users it covers "
+                    "(budget 4)\n  requested  ε = 1\n  remaining  ε = 0.5\n  short by   ε = 0.5\nNo budget was spent."),
+    (2.5, 0.0, 2.0, "this statement needs ε = 2.5 per user of `people`, but only ε = 0 remains for the users it covers "
+                    "(budget 2)\n  requested  ε = 2.5\n  remaining  ε = 0\n  short by   ε = 2.5\nNo budget was spent."),
+    (0.1, 0.09999, 1.0, "this statement needs ε = 0.1 per user of `people`, but only ε = 0.09999 remains for the users "
+                        "it covers (budget 1)\n  requested  ε = 0.1\n  remaining  ε = 0.09999\n  short by   ε = 1e-05\n"
+                        "No budget was spent."),
+])
+def test_refusal_text_is_a_contract(requested, remaining, budget, text):
+    assert refusal_message("people", requested, remaining, budget) == text
+
+
+def test_refusal_spends_nothing_and_writes_no_row(people):
+    people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 3")
+    rows_before = len(people.ledger.charges())
+    with pytest.raises(ldpql.BudgetExceededError) as info:
+        people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1.5")
+    assert "requested  ε = 1.5" in str(info.value) and "remaining  ε = 1" in str(info.value)
+    assert info.value.context["remaining"] == pytest.approx(1.0)
+    assert len(people.ledger.charges()) == rows_before
+    assert people.remaining_budget("people") == pytest.approx(1.0)
+
+
+def test_request_equal_to_what_remains_is_allowed(people):
+    people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 3")
+    people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    assert people.remaining_budget("people") == pytest.approx(0.0)
+
+
+def test_failure_during_execution_refunds(people, monkeypatch):
+    from ldpql import executor
+
+    def boom(self, *args, **kwargs):
+        raise ldpql.ExecuteError("disk on fire")
+
+    monkeypatch.setattr(executor.Executor, "run", boom)
+    with pytest.raises(ldpql.ExecuteError):
+        people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    assert people.remaining_budget("people") == pytest.approx(4.0)
+    assert [c.status for c in people.ledger.charges() if c.kind == "query"] == ["refunded"]
+
+
+def test_interrupt_during_execution_refunds(people):
+    def interrupt(fraction, message):
+        raise KeyboardInterrupt
+
+    people.progress = interrupt
+    with pytest.raises(KeyboardInterrupt):
+        people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    assert people.remaining_budget("people") == pytest.approx(4.0)
+
+
+def test_parallel_composition_across_disjoint_predicates(people):
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 3")
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'south' EPSILON 3")
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'east' EPSILON 4")
+    # every user has now spent at most 4 ... the north users 3: one more unit fits for them only
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 1")
+    with pytest.raises(ldpql.BudgetExceededError):
+        people.sql("SELECT LDP_MEAN(income) FROM people WHERE region <> 'east' EPSILON 1")
+    assert people.remaining_budget("people") == pytest.approx(0.0)
+
+
+def test_overlapping_predicates_add_up(people):
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 2")
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region IN ('north', 'south') EPSILON 1.5")
+    with pytest.raises(ldpql.BudgetExceededError):  # north users are at 3.5
+        people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'east' EPSILON 1")
+
+
+def test_group_by_charges_each_user_once(people):
+    people.sql("SELECT region, LDP_MEAN(income) FROM people GROUP BY region EPSILON 4")
+    assert people.remaining_budget("people") == pytest.approx(0.0)
+
+
+def test_spend_belongs_to_the_data_not_the_declaration(tmp_path, people_parquet):
+    path = str(tmp_path / "budget.ldpql")
+    with ldpql.connect(ledger=path, seed=1) as a:
+        declare_people(a, people_parquet)
+        a.sql("SELECT LDP_MEAN(income) FROM people EPSILON 3")
+    with ldpql.connect(ledger=path, seed=2) as b:
+        declare_people(b, people_parquet, name="other_name")
+        assert b.remaining_budget("other_name") == pytest.approx(1.0)
+        b.sql("DROP TABLE other_name")
+        declare_people(b, people_parquet, name="again")
+        assert b.remaining_budget("again") == pytest.approx(1.0)
+
+
+def test_redeclaring_a_larger_budget_is_refused_and_alter_is_logged(tmp_path, people_parquet):
+    path = str(tmp_path / "budget.ldpql")
+    with ldpql.connect(ledger=path) as a:
+        declare_people(a, people_parquet, budget=2)
+    with ldpql.connect(ledger=path) as b:
+        with pytest.raises(ldpql.CatalogError) as info:
+            declare_people(b, people_parquet, budget=5)
+        assert "ALTER TABLE" in info.value.hint
+        assert b.tables() == []
+        declare_people(b, people_parquet, budget=2)
+        b.sql("ALTER TABLE people SET BUDGET EPSILON 5")
+        assert b.remaining_budget("people") == pytest.approx(5.0)
+        kinds = [c.kind for c in b.ledger.charges()]
+        assert kinds.count("alter budget") == 1
+
+
+def test_declaring_without_budget_keeps_the_ledgers(tmp_path, people_parquet):
+    path = str(tmp_path / "budget.ldpql")
+    with ldpql.connect(ledger=path) as a:
+        declare_people(a, people_parquet, budget=3)
+    with ldpql.connect(ledger=path) as b:
+        b.sql(f"CREATE TABLE p FROM '{people_parquet}' (income PRIVATE BETWEEN 0 AND 250000)")
+        assert b.remaining_budget("p") == pytest.approx(3.0)
+
+
+def test_show_budget_and_ledger(people):
+    people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 1")
+    budget = people.sql("SHOW BUDGET people").fetchall()
+    assert budget == [("people", 4.0, 1.0, 3.0, 0.0, 1)]
+    ledger = people.sql("SHOW LEDGER people").fetchall()
+    assert ledger[-1][2:7] == ("query", "people", "SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 1",
+                               "region = 'north'", 1.0)
+
+
+def test_bad_ledger_path_is_a_clear_error(tmp_path):
+    with pytest.raises(ldpql.CatalogError):
+        Ledger(str(tmp_path / "missing-dir" / "x" / "ledger.db"))
+
+
+def _race(args):
+    path, data, barrier = args
+    barrier.wait()
+    with ldpql.connect(ledger=path) as con:
+        declare_people(con, data, budget=2)
+        try:
+            con.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
+            return 1
+        except ldpql.BudgetExceededError:
+            return 0
+
+
+def test_processes_racing_on_one_ledger_never_overspend(tmp_path, people_parquet):
+    path = str(tmp_path / "race.ldpql")
+    with ldpql.connect(ledger=path) as con:
+        declare_people(con, people_parquet, budget=2)
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(4)
+        with ctx.Pool(4) as pool:
+            wins = pool.map(_race, [(path, people_parquet, barrier)] * 4)
+    assert sum(wins) == 2
+    with ldpql.connect(ledger=path) as con:
+        declare_people(con, people_parquet, budget=2)
+        assert con.remaining_budget("people") == pytest.approx(0.0)
