@@ -141,7 +141,7 @@ class Connection:
     # -- statements --------------------------------------------------------------------------------------------
     def _create_table(self, stmt: ast.CreateTable, text: str) -> Result:
         table = cat.build_table(stmt, self.duck, text)
-        self._declare(table, stmt, text)
+        self._declare(table, stmt, _span(text, stmt))
         private = sum(1 for c in table.columns.values() if not c.public)
         return Result([], [], message=f"created table {table.name}: {len(table.columns)} columns ({private} private), "
                                       f"budget ε = {table.budget_epsilon:g} per user")
@@ -259,7 +259,7 @@ class Connection:
     def _alter_budget(self, stmt: ast.AlterBudget, text: str) -> Result:
         t = self.catalog.get(stmt.table, stmt.pos, text)
         cat.check_budget(stmt.epsilon, stmt.delta or 0.0)
-        self.ledger.alter(t.source_id, t.name, float(stmt.epsilon), float(stmt.delta or 0.0), text)
+        self.ledger.alter(t.source_id, t.name, float(stmt.epsilon), float(stmt.delta or 0.0), _span(text, stmt))
         t.budget_epsilon, t.budget_delta = float(stmt.epsilon), float(stmt.delta or 0.0)
         return Result([], [], message=f"budget of {t.name} set to ε = {stmt.epsilon:g} per user (logged)")
 

@@ -1,0 +1,111 @@
+"""The ldpql command through a subprocess, and every example in examples/ (each must run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ldpql(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    exe = shutil.which("ldpql")
+    cmd = [exe] if exe else [sys.executable, "-m", "ldpql"]
+    return subprocess.run(cmd + list(args), input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_the_readme_first_command_runs_on_the_demo():
+    out = ldpql("--demo", "-c", "SELECT LDP_HISTOGRAM(city) EPSILON 1 FROM people")
+    assert out.returncode == 0, out.stderr
+    assert "Paris" in out.stdout and "±" in out.stdout and "ε spent 1" in out.stdout
+
+
+def test_the_console_script_is_installed():
+    assert shutil.which("ldpql") is not None
+
+
+def test_errors_go_to_stderr_with_a_caret_and_exit_1():
+    out = ldpql("--demo", "-c", "SELECT LDP_MEAN(incme) FROM people EPSILON 1")
+    assert out.returncode == 1 and out.stdout == ""
+    assert "^^^^^" in out.stderr and "did you mean `income`?" in out.stderr
+
+
+def test_a_script_stops_at_the_first_error_and_says_which(tmp_path):
+    script = tmp_path / "s.sql"
+    script.write_text("SHOW TABLES;\nSELECT LDP_MEAN(income) FROM people EPSILON 1;\n"
+                      "SELECT LDP_MEAN(income) FROM people WHERE age > 1 EPSILON 1;\nSHOW BUDGET;\n")
+    out = ldpql("--demo", str(script))
+    assert out.returncode == 1
+    assert "stopped at statement 3 of 4 (line 3)" in out.stderr
+    assert "ldp_mean_income" in out.stdout and "spent_epsilon" not in out.stdout  # SHOW BUDGET never ran
+
+
+def test_a_syntax_error_anywhere_runs_nothing(tmp_path):
+    ledger = tmp_path / "b.ldpql"
+    out = ldpql("--demo", "--ledger", str(ledger), "-c", "SELECT LDP_MEAN(income) FROM people EPSILON 1; SELEC 2")
+    assert out.returncode == 1 and out.stdout == ""
+    again = ldpql("--demo", "--ledger", str(ledger), "-c", "SHOW BUDGET people", "--format", "csv")
+    assert again.stdout.splitlines()[1].startswith("people,4.0,0.0,4.0")
+
+
+def test_ledger_persists_across_invocations(tmp_path):
+    ledger = str(tmp_path / "b.ldpql")
+    assert ldpql("--demo", "--ledger", ledger, "-c", "SELECT LDP_MEAN(income) FROM people EPSILON 3").returncode == 0
+    out = ldpql("--demo", "--ledger", ledger, "-c", "SELECT LDP_MEAN(income) FROM people EPSILON 3")
+    assert out.returncode == 1 and "remaining  ε = 1" in out.stderr and "No budget was spent." in out.stderr
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "markdown", "table"])
+def test_formats(fmt):
+    out = ldpql("--demo", "--seed", "3", "--format", fmt, "-c", "SELECT region, LDP_MEAN(income) FROM people "
+                "GROUP BY region EPSILON 1")
+    assert out.returncode == 0, out.stderr
+    if fmt == "json":
+        data = json.loads(out.stdout)
+        assert data["columns"] == ["region", "ldp_mean_income"] and data["epsilon_spent"] == 1
+    elif fmt == "csv":
+        assert out.stdout.splitlines()[0] == "region,ldp_mean_income,ldp_mean_income_low,ldp_mean_income_high"
+
+
+def test_evaluate_needs_the_flag():
+    q = "EVALUATE SELECT LDP_MEAN(income) FROM people EPSILON 1 REPEAT 5"
+    refused = ldpql("--demo", "-c", q)
+    assert refused.returncode == 1 and "--evaluate" in refused.stderr
+    ok = ldpql("--demo", "--evaluate", "-c", q)
+    assert ok.returncode == 0 and "NOT private" in ok.stdout
+
+
+def test_statements_from_standard_input():
+    out = ldpql("--demo", "-", stdin="SHOW TABLES;\nDESCRIBE people;\n")
+    assert out.returncode == 0 and "privacy unit" in out.stdout
+
+
+def test_seed_makes_runs_identical():
+    q = "SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1"
+    assert ldpql("--demo", "--seed", "9", "-c", q).stdout.split("--")[0] == \
+        ldpql("--demo", "--seed", "9", "-c", q).stdout.split("--")[0]
+
+
+def test_missing_script_file():
+    out = ldpql("/no/such/script.sql")
+    assert out.returncode == 1 and "cannot read" in out.stderr
+
+
+@pytest.mark.parametrize("script", ["people_csv.sql", "sensors_parquet.sql"])
+def test_sql_examples_run(script):
+    out = ldpql("--seed", "7", f"examples/{script}")
+    assert out.returncode == 0, out.stderr
+    assert "ε spent 1" in out.stdout
+
+
+def test_python_example_runs():
+    out = subprocess.run([sys.executable, "examples/analysis.py"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert "remaining budget: ε = 1 per user" in out.stdout
