@@ -1,27 +1,51 @@
 """Turn a plan's estimates into a Result: rows in select-list order, intervals, and the footer.
 
-A histogram-like aggregate makes one row per declared value (per group); scalar aggregates in the same
-statement repeat on each of those rows. Intervals are estimate ± z·(predicted standard error), computed from
-the released estimate and public parameters only (post-processing), at the plan's confidence.
+A histogram-like aggregate makes one row per declared value (per group; LDP_TOPK: one per rank, labelled by
+its estimate); scalar aggregates in the same statement repeat on each of those rows. Each aggregate's answer is
+its protocol's estimate, or post-processing of a release (:meth:`Plan.answers`: a simplex-projected histogram,
+the top k, the mode). Intervals are estimate ± z·(predicted standard error), or the interval the answer states
+(a histogram's comes from its raw, unbiased estimate), computed from the released estimate and public
+parameters only (post-processing), at the plan's confidence. A value that is not a number (LDP_MODE's
+category) has no interval.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ldpql.executor import Cell
-from ldpql.mechanisms import Estimate
 from ldpql.planner import Plan
 from ldpql.result import Result
+
+if TYPE_CHECKING:  # reporting only reads estimates; it never needs the mechanisms themselves
+    from ldpql.mechanisms import Estimate
 
 NOT_PRIVATE = "EVALUATION ONLY: these figures use the true data and are NOT private; never release them"
 
 
-def _labels(p: Plan) -> tuple:
+def _labels(p: Plan, ci: int, answers: dict[tuple[int, int], Estimate]) -> tuple:
+    """The row labels of cell ``ci``: the table-valued aggregate's categories, or the labels its answer
+    carries (LDP_TOPK's values, which depend on the estimate); (None,) when every aggregate is scalar."""
     tv = next((a for a in p.aggregates if a.table_valued), None)
-    return tv.target.categories if tv else (None,)
+    if tv is None:
+        return (None,)
+    est = answers.get((tv.index, ci))
+    labels = est.extra.get("labels") if est is not None else None
+    return labels if labels is not None else tv.target.categories
+
+
+def _value(est: Estimate | None, j: int):
+    """Cell j of an answer: a float, a label (LDP_MODE), or None when there is no answer (NaN, no users)."""
+    if est is None or j >= len(est.values):
+        return None
+    v = est.values[j]
+    if v is None or isinstance(v, (str, bool, np.bool_)):
+        return v
+    v = float(v)
+    return None if math.isnan(v) else v
 
 
 def output_columns(p: Plan) -> list[str]:
@@ -38,7 +62,7 @@ def output_columns(p: Plan) -> list[str]:
 
 def _cell_rows(p: Plan, cell: Cell, ci: int, estimates: dict[tuple[int, int], Estimate]):
     keys = dict(zip(p.group_by, cell.key))
-    for k, label in enumerate(_labels(p)):
+    for k, label in enumerate(_labels(p, ci, estimates)):
         row, ivs = [], []
         for name, ref in p.items:
             if not isinstance(ref, int):
@@ -48,9 +72,9 @@ def _cell_rows(p: Plan, cell: Cell, ci: int, estimates: dict[tuple[int, int], Es
             j = k if agg.table_valued else 0
             if agg.table_valued:
                 row.append(label), ivs.append(None)
-            value = float(est.values[j]) if est is not None else math.nan
-            row.append(None if math.isnan(value) else value)
-            ivs.append(None if est is None or math.isnan(value) else _interval(est, j, p))
+            value = _value(est, j)
+            row.append(value)
+            ivs.append(_interval(est, j, p) if isinstance(value, float) else None)
         yield tuple(row), ivs
 
 
@@ -69,6 +93,7 @@ def _covers(iv, truth: float) -> bool:
 def select_result(p: Plan, cells: list[Cell], estimates: dict, spent: float, remaining: float | None,
                   elapsed: float) -> Result:
     """The Result of a SELECT."""
+    estimates = p.answers(estimates)
     rows, intervals = [], []
     for ci, cell in enumerate(cells):
         for row, ivs in _cell_rows(p, cell, ci, estimates):
@@ -85,13 +110,20 @@ def select_result(p: Plan, cells: list[Cell], estimates: dict, spent: float, rem
 
 
 def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict]) -> Result:
-    """EVALUATE: per output cell, the true answer, the mean estimate, bias, RMSE and interval coverage."""
-    rows = []
+    """EVALUATE: per output cell, the true answer, the mean estimate, bias, RMSE and interval coverage.
+    For a category answer (LDP_MODE) the mean estimate is the most frequent answer and coverage the share of
+    runs that found the true one."""
+    truth, runs = p.answers(truth), [p.answers(r) for r in runs]
+    rows, categories = [], False
     for a in p.aggregates:
         for ci, cell in enumerate(cells):
             if (a.index, ci) not in truth:
                 continue
             true = truth[(a.index, ci)].values
+            if true.dtype == object:
+                rows.append(_category_row(a.output, cell, true[0], [r[(a.index, ci)].values[0] for r in runs]))
+                categories = True
+                continue
             est = np.array([r[(a.index, ci)].values for r in runs])
             covered = np.array([[_covers(_interval(r[(a.index, ci)], j, p), true[j]) for j in range(len(true))]
                                 for r in runs])
@@ -101,5 +133,15 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
                              float(np.mean(est[:, j])), float(np.mean(est[:, j]) - true[j]),
                              float(np.sqrt(np.mean((est[:, j] - true[j]) ** 2))), float(np.mean(covered[:, j]))))
     cols = ["output", "group", "value", "truth", "mean_estimate", "bias", "rmse", "coverage"]
-    return Result(cols, rows, plan=p, notes=[f"{len(runs)} runs; coverage of the {p.confidence:.0%} intervals",
-                                             NOT_PRIVATE], message=NOT_PRIVATE)
+    notes = [f"{len(runs)} runs; coverage of the {p.confidence:.0%} intervals", NOT_PRIVATE]
+    if categories:
+        notes.insert(1, "a category answer (LDP_MODE): mean_estimate is its most frequent answer, coverage the "
+                        "share of runs that found the true one")
+    return Result(cols, rows, plan=p, notes=notes, message=NOT_PRIVATE)
+
+
+def _category_row(output: str, cell: Cell, true, answers: list) -> tuple:
+    values, counts = np.unique(np.array([str(v) for v in answers]), return_counts=True)
+    found = sum(1 for v in answers if v == true)
+    return (output, ", ".join(map(str, cell.key)) or None, None, true, str(values[np.argmax(counts)]), None, None,
+            found / len(answers))

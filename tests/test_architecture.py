@@ -1,0 +1,84 @@
+"""The layering rules of the design: one import direction, and no privacy logic in the front ends."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import ldpql
+
+PACKAGE = Path(ldpql.__file__).resolve().parent
+
+# module (or package prefix) -> ldpql modules it must never import
+FORBIDDEN = {
+    "ldpql.grammar": ("ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.ledger", "ldpql.connection",
+                      "ldpql.catalog"),
+    "ldpql.mechanisms": ("ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.connection", "ldpql.catalog",
+                         "ldpql.grammar", "duckdb"),
+    "ldpql.planner": ("ldpql.executor", "ldpql.ledger", "ldpql.connection", "ldpql.cli", "ldpql.repl", "duckdb"),
+    "ldpql.catalog": ("ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.connection"),
+    "ldpql.executor": ("ldpql.connection", "ldpql.ledger", "ldpql.cli", "ldpql.repl"),
+    "ldpql.cli": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog",
+                  "ldpql.audit", "ldpql.reporting"),
+    "ldpql.repl": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog",
+                   "ldpql.audit", "ldpql.reporting"),
+    "ldpql.lexer": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog"),
+}
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        yield name, path
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return out
+
+
+@pytest.mark.parametrize("name, path", list(_modules()), ids=lambda v: v if isinstance(v, str) else "")
+def test_import_direction(name, path):
+    rules = [bad for prefix, bad in FORBIDDEN.items() if name == prefix or name.startswith(prefix + ".")]
+    imported = _imports(path)
+    for bad in (b for rule in rules for b in rule):
+        offenders = [m for m in imported if m == bad or m.startswith(bad + ".")]
+        assert not offenders, f"{name} imports {offenders}"
+
+
+def test_every_module_imports():
+    for info in pkgutil.walk_packages(ldpql.__path__, "ldpql."):
+        if info.name not in ("ldpql.__main__",):
+            importlib.import_module(info.name)
+
+
+def test_module_sizes_stay_readable():
+    for name, path in _modules():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        assert lines <= 900, f"{name} has {lines} lines; split it (the bar is ~800)"
+
+
+def test_doctests_of_every_module_run():
+    attempted = modules = 0
+    for info in pkgutil.walk_packages(ldpql.__path__, "ldpql."):
+        if info.name == "ldpql.__main__":
+            continue
+        module = importlib.import_module(info.name)
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, info.name
+        attempted += result.attempted
+        modules += 1
+    assert modules >= 20 and attempted >= 5
