@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -10,6 +12,7 @@ import pytest
 import ldpql
 
 CITIES = ("Lyon", "Nice", "Paris")
+TESTS = Path(__file__).resolve().parent
 
 
 def people_table(n: int = 20_000, seed: int = 11) -> pa.Table:
@@ -27,6 +30,18 @@ def people_table(n: int = 20_000, seed: int = 11) -> pa.Table:
 
 PEOPLE_COLUMNS = ("age PRIVATE INTEGER BETWEEN 0 AND 120, income PRIVATE BETWEEN 0 AND 250000, "
                   "city PRIVATE IN ('Lyon', 'Nice', 'Paris'), smoker PRIVATE BOOLEAN, region PUBLIC")
+
+
+MIN_TESTS = 400  # the whole suite collects at least this many: a module silently not collected shows up
+
+
+def pytest_collection_finish(session):
+    """When the whole suite runs (plain `pytest`), refuse to pass with fewer tests than expected."""
+    cfg = session.config
+    whole = not cfg.option.keyword and not cfg.option.markexpr and all(
+        Path(a).resolve() in (TESTS, TESTS.parent) for a in cfg.args)
+    if whole and len(session.items) < MIN_TESTS:
+        raise pytest.UsageError(f"only {len(session.items)} tests were collected; expected at least {MIN_TESTS}")
 
 
 @pytest.fixture

@@ -82,3 +82,17 @@ def test_doctests_of_every_module_run():
         attempted += result.attempted
         modules += 1
     assert modules >= 20 and attempted >= 5
+
+
+def test_functions_stay_short():
+    """The size bar of the style guide: median function ≤ 15 lines, p90 ≤ 50, none over 80."""
+    import statistics
+
+    lengths = []
+    for name, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lengths.append((node.end_lineno - node.lineno + 1, f"{name}.{node.name}"))
+    sizes = sorted(n for n, _ in lengths)
+    assert statistics.median(sizes) <= 15 and sizes[int(0.9 * len(sizes))] <= 50
+    assert not [f for n, f in lengths if n > 80]
