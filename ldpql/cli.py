@@ -7,6 +7,7 @@ syntax error anywhere changes nothing; at run time it stops at the first failing
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -28,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="declare the embedded demo table `people`")
     p.add_argument("--database", help="a DuckDB database file whose tables CREATE TABLE ... FROM may name")
     p.add_argument("--format", choices=FORMATS, default="table", help="how results are printed")
+    p.add_argument("--history", help="REPL history file (default: $LDPQL_HISTORY, else "
+                   "$XDG_DATA_HOME/ldpql/history or ~/.local/share/ldpql/history)")
     p.add_argument("--version", action="version", version=f"ldpql {ldpql.__version__}")
     return p
 
@@ -80,12 +83,17 @@ def run_script(con: ldpql.Connection, text: str, fmt: str, bar: ProgressBar, out
         bar.clear()
         rendered = result.render(fmt)
         if rendered:
-            print(rendered, file=out)
+            try:
+                print(rendered, file=out, flush=True)
+            except BrokenPipeError:  # the reader went away (ldpql ... | head): stop quietly
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return 0
     return 0
 
 
 def prompt(con: ldpql.Connection, fmt: str, bar: ProgressBar) -> int:
-    """A plain prompt: collects lines until a ';' ends a statement, runs it, and survives errors."""
+    """A plain prompt, used when standard input is a terminal but standard output is not (the REPL in
+    ``ldpql/repl.py`` needs both): collects lines until a ';' ends a statement, runs it, survives errors."""
     buffer: list[str] = []
     print(f"ldpql {ldpql.__version__}: statements end with ';'. Ctrl-D exits.")
     while True:
@@ -107,9 +115,15 @@ def prompt(con: ldpql.Connection, fmt: str, bar: ProgressBar) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     bar = ProgressBar()
+    # No statement, no script and a terminal on both ends: the interactive REPL (ldpql/repl.py).
+    interactive = args.command is None and not args.script and sys.stdin.isatty() and sys.stdout.isatty()
+    display = None
+    if interactive:
+        from ldpql import repl
+        display = repl.ProgressDisplay()
     try:
         con = ldpql.connect(ledger=args.ledger, seed=args.seed, evaluation=args.evaluate, database=args.database,
-                            progress=bar)
+                            progress=display or bar)
         if args.demo:
             from ldpql import demo
             demo.load(con)
@@ -128,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_script(con, text, args.format, bar)
     if args.script == "-" or not sys.stdin.isatty():
         return run_script(con, sys.stdin.read(), args.format, bar)
+    if interactive:
+        return repl.run(con, progress=display, history=args.history, fmt=args.format)
     return prompt(con, args.format, bar)
 
 
