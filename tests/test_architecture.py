@@ -27,6 +27,8 @@ FORBIDDEN = {
                   "ldpql.audit", "ldpql.reporting"),
     "ldpql.repl": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog",
                    "ldpql.audit", "ldpql.reporting"),
+    "ldpql.display": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog",
+                      "ldpql.audit", "ldpql.reporting"),
     "ldpql.lexer": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog"),
 }
 
