@@ -127,7 +127,7 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
             est = np.array([r[(a.index, ci)].values for r in runs])
             covered = np.array([[_covers(_interval(r[(a.index, ci)], j, p), true[j]) for j in range(len(true))]
                                 for r in runs])
-            labels = a.target.categories or (None,)
+            labels = truth[(a.index, ci)].extra.get("labels") or a.target.categories or (None,)
             for j, label in enumerate(labels):
                 rows.append((a.output, ", ".join(map(str, cell.key)) or None, label, float(true[j]),
                              float(np.mean(est[:, j])), float(np.mean(est[:, j]) - true[j]),

@@ -102,6 +102,12 @@ def debiased_variance(f: np.ndarray, n: int, p: float, q: float) -> np.ndarray:
     return (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (n * (p - q) ** 2)
 
 
+def debiased_total_variance(d: int, n: int, p: float, q: float) -> float:
+    """E‖f̂ - f‖²₂ = Σ_i Var(f̂_i) of :func:`debias` over d bins, the same for every f on the simplex (the sum
+    is linear in f and Σ f_i = 1), so it is the value at a point mass: one holder bin and d - 1 others."""
+    return float(debiased_variance(1.0, n, p, q) + (d - 1) * debiased_variance(0.0, n, p, q))
+
+
 @dataclass(frozen=True)
 class Encoding:
     """How a user turns its row into the randomizer's input: a DuckDB expression, and its input size."""

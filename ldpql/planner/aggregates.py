@@ -13,18 +13,14 @@ from typing import Callable
 
 import numpy as np
 
-from ldpql.catalog import BooleanDomain, CategoricalDomain, NumericDomain, Table
+from ldpql.catalog import BooleanDomain, NumericDomain, Table
 from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
 from ldpql.mechanisms import Encoding, Identity, Randomizer, one_round
 from ldpql.mechanisms.duchi import Duchi
-from ldpql.mechanisms.grr import GRR
-from ldpql.mechanisms.oue import OUE
 from ldpql.mechanisms.piecewise import Piecewise
 from ldpql.mechanisms.rr import RandomizedResponse
 from ldpql.planner.plan import Candidate, Target
-
-MAX_HISTOGRAM_SIZE = 100_000
 
 
 @dataclass(frozen=True)
@@ -88,37 +84,6 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
     return Candidate(name, "local", 1, predict, protocol, note)
 
 
-# ---- LDP_HISTOGRAM / LDP_FREQUENCY ------------------------------------------------------------------------
-
-def resolve_histogram(call: ast.Call, table: Table, text: str) -> Target:
-    """A categorical, boolean or integer-range column: one frequency per declared value (OTHER last)."""
-    ref, col = _column_arg(call, table, text)
-    dom = col.domain
-    if isinstance(dom, (CategoricalDomain, BooleanDomain)):
-        labels = dom.labels if isinstance(dom, CategoricalDomain) else (False, True)
-        return Target(col.name, Encoding(dom.index_sql(col.name), dom.size, col.name), dom.describe(), labels,
-                      "per bin (√ of total squared error)")
-    if isinstance(dom, NumericDomain) and dom.integer:
-        if dom.size > MAX_HISTOGRAM_SIZE:
-            raise _err(PlanError, f"`{col.name}` has {dom.size:,} values, too many bins for a histogram", ref,
-                       text, hint=f"at most {MAX_HISTOGRAM_SIZE:,}; pre-bucket the column in a FROM (SELECT ...)")
-        enc = f"CAST({dom.clamped_sql(col.name)} - {dom.low!r} AS BIGINT)"
-        labels = tuple(int(dom.low) + i for i in range(dom.size))
-        return Target(col.name, Encoding(enc, dom.size, col.name), dom.describe(), labels,
-                      "per bin (√ of total squared error)")
-    if isinstance(dom, NumericDomain):
-        raise _err(PlanError, f"`{col.name}` is continuous (BETWEEN without INTEGER); a histogram needs "
-                   "categories", ref, text, hint="declare it INTEGER BETWEEN lo AND hi, or IN (...)")
-    raise _missing_domain(col, ref, text, "a histogram")
-
-
-def histogram_candidates(target: Target) -> list[Candidate]:
-    d = target.encoding.size
-    uniform = np.full(d, 1.0 / d)  # the total squared error of GRR and OUE does not depend on the data
-    return [candidate("grr", lambda e: GRR(e, d), target, uniform),
-            candidate("oue", lambda e: OUE(e, d), target, uniform)]
-
-
 # ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------
 
 def resolve_mean(call: ast.Call, table: Table, text: str) -> Target:
@@ -174,9 +139,6 @@ def count_candidates(target: Target) -> list[Candidate]:
     return [candidate("rr", RandomizedResponse, target, np.array([0.5]), lambda n: float(n))]
 
 
-register_aggregate(AggregateSpec("LDP_HISTOGRAM", "LDP_HISTOGRAM(column)",
-                                 "frequency of each declared value of a categorical or integer column", "histogram",
-                                 resolve_histogram, histogram_candidates), "LDP_FREQUENCY")
 register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column", "mean",
                                  resolve_mean, mean_candidates), "LDP_AVG")
 register_aggregate(AggregateSpec("LDP_SUM", "LDP_SUM(column)", "sum of a bounded numeric column (n × mean)", "sum",

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from scipy.stats import norm
+from statistics import NormalDist
+
+import numpy as np
 
 from ldpql.catalog import Table
 from ldpql.grammar import ast
-from ldpql.mechanisms import Encoding, Protocol
+from ldpql.mechanisms import Encoding, Estimate, Protocol
 
 
 @dataclass
@@ -29,6 +31,17 @@ class Candidate:
     check: Callable[[float, int], str | None] | None = None
     # describe(eps, n) -> extra EXPLAIN lines (schedule, rounds, parameters) for the chosen candidate
     describe: Callable[[float, int], list[str]] | None = None
+    # shuffle model: the statement's δ (the planner sets it on shuffle candidates), and local_epsilon(eps, n) ->
+    # the ε₀ each user's randomizer runs at for the central (ε, δ) after shuffling, which the executor's
+    # per-user check and the ledger use
+    delta: float = 0.0
+    local_epsilon: Callable[[float, int], float] | None = None
+    # what predict() returns: 'stderr' (shown as ±z·se), 'mean_abs_bound' (an upper bound on E|error|, shown
+    # as E|error| ≤ ...) or 'mean_abs' (E|error|, shown as E|error| ≈ ...)
+    predicts: str = "stderr"
+    # True: protocol(eps)(n) gets the number of users the aggregate reaches (n × its share under a users
+    # split), the same n that predict, check and describe get; False: the group's n
+    share_n: bool = False
 
 
 @dataclass
@@ -41,6 +54,12 @@ class Target:
     categories: tuple | None = None      # labels of a table-valued (histogram) aggregate
     unit: str = ""                       # what the predicted error is measured in
     affine: tuple[float, float] = (1.0, 0.0)  # a numeric answer is a·(estimate on the encoded scale) + b
+    # Aggregates of one statement with equal ``release`` keys share one protocol run (and one ε charge); each
+    # computes its answer from that release's estimate with ``derive(release, confidence)`` (post-processing),
+    # which ``derived`` describes for EXPLAIN. None: the protocol's estimate is the answer.
+    release: tuple | None = None
+    derive: Callable[[Estimate, float], Estimate] | None = None
+    derived: str = ""
 
 
 @dataclass
@@ -56,14 +75,33 @@ class AggregatePlan:
     users: tuple[float, float] = (0.0, 1.0)
     candidates: list[Candidate] = field(default_factory=list)
     chosen: Candidate | None = None
+    source: int | None = None   # the aggregate whose release this one reads (None: it runs its own protocol)
 
     @property
     def table_valued(self) -> bool:
         return self.target.categories is not None
 
+    def local_epsilon(self, n: int) -> float:
+        """The ε each user of this aggregate may spend in its own randomizer (n users): the aggregate's ε, or the
+        larger ε₀ of a shuffle-model protocol, whose central guarantee after shuffling is (ε, δ)."""
+        c = self.chosen
+        if c is None or c.model != "shuffle" or c.local_epsilon is None or self.epsilon == float("inf"):
+            return self.epsilon
+        return max(self.epsilon, c.local_epsilon(self.epsilon, n))
+
     def protocol(self, n: int) -> Protocol:
-        """The protocol this aggregate runs for a group of n users."""
+        """The protocol this aggregate runs for a group of n users (none when it reads another's release)."""
+        if self.source is not None:
+            return _no_rounds()
+        if self.chosen.share_n and n:
+            n = max(int(n * (self.users[1] - self.users[0])), 1)
         return self.chosen.protocol(self.epsilon)(n)
+
+
+def _no_rounds() -> Protocol:
+    """The protocol of an aggregate that reads another one's release: no round, so no user spends ε on it."""
+    return Estimate(np.array([]), np.array([]))
+    yield  # pragma: no cover  (unreachable; makes this a generator that returns before any round)
 
 
 @dataclass
@@ -91,10 +129,37 @@ class Plan:
     @property
     def z(self) -> float:
         """The normal quantile of the two-sided interval at ``confidence``."""
-        return float(norm.ppf(0.5 + self.confidence / 2))
+        return NormalDist().inv_cdf(0.5 + self.confidence / 2)
 
     def __str__(self) -> str:
         return "\n".join(explain_lines(self))
+
+    @property
+    def epsilon0(self) -> float | None:
+        """The largest local ε₀ of the shuffle-model aggregates at the statement's n users (an upper bound for
+        every group, since ε₀ grows with n), or None when every aggregate runs in the local model."""
+        local = [a.local_epsilon(self.n) for a in self.aggregates
+                 if a.source is None and a.chosen is not None and a.chosen.model == "shuffle"]
+        return max(local) if local else None
+
+    @property
+    def shuffle_delta(self) -> float:
+        """The δ of the shuffle-model aggregates (the statement's, else the table's DELTA budget); 0 if none."""
+        return max((a.chosen.delta for a in self.aggregates if a.source is None and a.chosen is not None
+                    and a.chosen.model == "shuffle"), default=0.0)
+
+    def answers(self, estimates: dict[tuple[int, int], Estimate]) -> dict[tuple[int, int], Estimate]:
+        """Each aggregate's answer per cell, from the protocol estimates {(aggregate, cell): Estimate}: the
+        estimate itself, or ``target.derive`` of the release it reads (its own, or its ``source``'s)."""
+        out = dict(estimates)
+        for a in self.aggregates:
+            if a.target.derive is None:
+                continue
+            src = a.index if a.source is None else a.source
+            for (i, cell), est in estimates.items():
+                if i == src and est is not None:
+                    out[(a.index, cell)] = a.target.derive(est, self.confidence)
+        return out
 
 
 def _eps(e: float) -> str:
@@ -102,6 +167,10 @@ def _eps(e: float) -> str:
 
 
 def _se(c: Candidate, z: float, conf: float) -> str:
+    if c.predicts == "mean_abs_bound":
+        return f"E|error| ≤ {c.predicted_se:.4g}"
+    if c.predicts == "mean_abs":
+        return f"E|error| ≈ {c.predicted_se:.4g}"
     return f"±{z * c.predicted_se:.4g} ({conf:.0%})"
 
 
@@ -116,7 +185,11 @@ def explain_lines(p: Plan) -> list[str]:
         budget += (f" (table budget {p.table.budget_epsilon:g}: {p.remaining:.4g} remain"
                    f" -> {max(p.remaining - p.epsilon, 0):.4g} after this statement)")
     lines.append(budget)
-    lines.append(f"├─ model       local (pure ε-LDP){'; δ = ' + format(p.delta, 'g') if p.delta else ''}")
+    if p.epsilon0 is None:
+        lines.append(f"├─ model       local (pure ε-LDP){'; δ = ' + format(p.delta, 'g') if p.delta else ''}")
+    else:
+        lines.append(f"├─ model       shuffle: (ε, δ) = ({_eps(p.epsilon)}, {p.shuffle_delta:g}) for the shuffled reports; "
+                     f"users randomize at ε₀ = {p.epsilon0:.4g}")
     if p.split_note:
         lines.append(f"├─ split       {p.split_note}")
     lines.extend(f"├─ note        {n}" for n in p.notes)
@@ -127,6 +200,11 @@ def explain_lines(p: Plan) -> list[str]:
 
 
 def _aggregate_lines(a: AggregatePlan, p: Plan, head: str, pad: str) -> list[str]:
+    if a.source is not None:
+        src = p.aggregates[a.source]
+        return [f"{head}{a.output} = {a.call.sql()}",
+                f"{pad}└─ shares      the release of {src.output} ({src.chosen.mechanism}, ε = {_eps(src.epsilon)}, "
+                f"charged once): {a.target.derived or 'post-processing'}"]
     share = a.users[1] - a.users[0]
     users = "all users" if share == 1 else f"users [{a.users[0]:.3g}, {a.users[1]:.3g}) = {share:.0%} of them"
     c = a.chosen

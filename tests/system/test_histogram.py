@@ -1,0 +1,211 @@
+"""LDP_HISTOGRAM and its family through the API (issue #5, seed 002): the planner's oracle choice, EXPLAIN,
+post-processing, and LDP_FREQUENCY / LDP_TOPK / LDP_MODE answered from one release (ε charged once)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import ldpql
+
+CITY_FREQ = {"Lyon": 0.3, "Nice": 0.2, "Paris": 0.4, "OTHER": 0.1}  # the conftest people table (Brest -> OTHER)
+
+
+@pytest.fixture
+def zips():
+    """A connection with table z: 20,000 users, zip INTEGER 0..999 (skewed), z64 INTEGER 0..63, region PUBLIC."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    zipf = rng.zipf(1.6, n) % 1000
+    con = ldpql.connect(seed=99, evaluation=True)
+    con.register("z", pa.table({"zip": zipf, "z64": rng.integers(0, 64, n), "region": rng.choice(["a", "b"], n)}),
+                 private={"zip": {"between": (0, 999), "integer": True}, "z64": {"between": (0, 63), "integer": True}},
+                 public=["region"], budget=20)
+    yield con
+    con.close()
+
+
+def _chosen(con, sql: str) -> str:
+    return con._plan(ldpql.grammar.parse_one(sql), sql)[0].aggregates[0].chosen.mechanism
+
+
+# ---- the statements of the issue ----------------------------------------------------------------------------
+
+def test_histogram_is_a_projected_distribution_with_intervals(people):
+    res = people.sql("SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1")
+    rows = res.fetchall()
+    assert res.columns == ["city", "ldp_histogram_city"] and [r[0] for r in rows] == list(CITY_FREQ)
+    values = np.array([r[1] for r in rows])
+    assert np.all(values >= 0) and values.sum() == pytest.approx(1)
+    for (label, value), ivs in zip(rows, res.intervals()):
+        low, high, conf = ivs[1]
+        assert conf == 0.95 and 0 <= low <= high <= 1 and high - low < 0.1
+        assert abs(value - CITY_FREQ[label]) < 0.05
+    assert res.epsilon_spent == 1 and any("raw estimates" in n for n in res.notes)
+
+
+def test_mechanism_override_and_group_by(people):
+    res = people.sql("SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1 OPTIONS (mechanism = 'ksubset_mi')")
+    assert res.plan.aggregates[0].chosen.mechanism == "ksubset_mi"
+    grouped = people.sql("SELECT region, LDP_HISTOGRAM(city) FROM people GROUP BY region EPSILON 2").fetchall()
+    assert len(grouped) == 3 * 4 and {r[0] for r in grouped} == {"east", "north", "south"}
+    for region in ("east", "north", "south"):
+        assert sum(r[2] for r in grouped if r[0] == region) == pytest.approx(1)
+    assert people.remaining_budget("people") == pytest.approx(1.0)  # 1 + 2 (groups compose in parallel)
+
+
+def test_frequency_of_one_value(people):
+    res = people.sql("SELECT LDP_FREQUENCY(city = 'Paris') FROM people EPSILON 1")
+    (value,), = res.fetchall()
+    low, high, _ = res.intervals()[0][0]
+    assert low < value < high and abs(value - 0.4) < 0.05
+    with pytest.raises(ldpql.PlanError, match="not a declared value") as info:
+        people.sql("SELECT LDP_FREQUENCY(city = 'Brest') FROM people EPSILON 1")
+    assert "OTHER" in info.value.hint
+    assert people.remaining_budget("people") == pytest.approx(3.0)  # the refused statement spent nothing
+
+
+def test_topk_and_mode_come_from_one_release_and_spend_epsilon_once(people):
+    res = people.sql("SELECT LDP_TOPK(city, 3), LDP_MODE(city) FROM people EPSILON 1")
+    rows = res.fetchall()
+    assert res.columns == ["city", "ldp_topk_city", "ldp_mode_city"] and len(rows) == 3
+    assert [r[0] for r in rows] == ["Paris", "Lyon", "Nice"] and all(r[2] == "Paris" for r in rows)
+    assert rows[0][1] >= rows[1][1] >= rows[2][1]
+    assert res.intervals()[0][2] is None  # the mode is a category: no interval
+    assert res.epsilon_spent == 1 and people.remaining_budget("people") == pytest.approx(3.0)
+    charges = [c for c in people.ledger.charges() if c.kind == "query"]
+    assert len(charges) == 1 and charges[0].epsilon == pytest.approx(1.0)
+    plan = res.plan
+    assert [a.source for a in plan.aggregates] == [None, 0]
+    assert "shares      the release of ldp_topk_city" in str(plan)
+
+
+def test_shared_answers_are_consistent_post_processing(people):
+    res = people.sql("SELECT LDP_HISTOGRAM(city), LDP_FREQUENCY(city = 'Nice'), LDP_MODE(city) "
+                     "FROM people EPSILON 0.5")
+    rows = res.fetchall()
+    hist = {r[0]: r[1] for r in rows}
+    assert all(r[2] == pytest.approx(hist["Nice"]) for r in rows)
+    assert all(r[3] == max(hist, key=hist.get) for r in rows)
+    assert res.intervals()[0][2] == res.intervals()[1][1]  # Nice's interval, from the same raw estimate
+    assert res.epsilon_spent == 0.5
+
+
+def test_release_is_counted_once_in_the_epsilon_split(people):
+    p = people._plan(ldpql.grammar.parse_one(q := "SELECT LDP_TOPK(city, 2), LDP_MODE(city), LDP_MEAN(income) "
+                                                    "FROM people EPSILON 1"), q)[0]
+    assert p.split in ("users", "epsilon")
+    runs = [a for a in p.aggregates if a.source is None]
+    assert len(runs) == 2
+    if p.split == "epsilon":
+        assert sum(a.epsilon for a in runs) == pytest.approx(1.0)
+    assert p.aggregates[1].epsilon == p.aggregates[0].epsilon and p.aggregates[1].users == p.aggregates[0].users
+
+
+def test_different_release_arguments_make_separate_releases(people):
+    res = people.sql("SELECT LDP_HISTOGRAM(city, epsilon => 0.5), LDP_MODE(city, epsilon => 0.25) FROM people")
+    assert [a.source for a in res.plan.aggregates] == [None, None] and res.epsilon_spent == pytest.approx(0.75)
+
+
+def test_frequency_of_a_column_is_the_histogram(people):
+    a = people.sql("SELECT LDP_FREQUENCY(city) FROM people EPSILON 1 OPTIONS (seed = 3)").fetchall()
+    b = people.sql("SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1 OPTIONS (seed = 3)").fetchall()
+    assert a == b
+
+
+# ---- the planner's oracle choice and EXPLAIN ----------------------------------------------------------------
+
+def test_explain_lists_every_oracle_with_its_error_and_information(zips):
+    text = zips.explain("EXPLAIN SELECT LDP_HISTOGRAM(z64) FROM z EPSILON 2")
+    assert "mechanism * ksubset_l2" in text and "k=8" in text
+    for name in ("grr", "ksubset_l2", "ksubset_mi", "oue", "brr", "olh", "hadamard"):
+        assert f" {name} " in text
+    assert "MI bound" in text and "nats" in text and "risk = n·E‖f̂−f‖²₂" in text
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT LDP_HISTOGRAM(z64) FROM z EPSILON 1", "ksubset_l2"),
+    ("SELECT LDP_HISTOGRAM(z64) FROM z EPSILON 4", "grr"),          # e^4 > √(63·62/2): k = 1
+    ("SELECT LDP_HISTOGRAM(zip) FROM z EPSILON 0.5", "ksubset_l2"),
+    ("SELECT LDP_HISTOGRAM(zip, max_report_bits => 64) FROM z EPSILON 0.5", "olh"),
+    ("SELECT LDP_HISTOGRAM(zip, max_report_bits => 12) FROM z EPSILON 0.5", "hadamard"),
+])
+def test_planner_picks_the_smallest_predicted_l2_error(zips, sql, expected):
+    assert _chosen(zips, sql) == expected
+
+
+def test_report_cap_is_explained_and_can_leave_nothing(zips):
+    text = zips.explain("SELECT LDP_HISTOGRAM(zip, max_report_bits => 64) FROM z EPSILON 0.5")
+    assert "a report has 1,000 bits, more than max_report_bits => 64" in text
+    with pytest.raises(ldpql.PlanError, match="no mechanism can answer"):
+        zips.sql("SELECT LDP_HISTOGRAM(zip, max_report_bits => 1) FROM z EPSILON 0.5")
+
+
+def test_subset_size_asks_for_one_k(zips):
+    res = zips.sql("SELECT LDP_HISTOGRAM(z64, subset_size => 5) FROM z EPSILON 1")
+    assert res.plan.aggregates[0].chosen.mechanism == "ksubset" and len(res.fetchall()) == 64
+    with pytest.raises(ldpql.PlanError, match="subset_size must be an integer from 1 to 63"):
+        zips.sql("SELECT LDP_HISTOGRAM(z64, subset_size => 64) FROM z EPSILON 1")
+
+
+def test_ksubset_has_no_exact_path(zips):
+    with pytest.raises(ldpql.ExecuteError, match="no exact-aggregate path"):
+        zips.sql("SELECT LDP_HISTOGRAM(z64) FROM z EPSILON 1 OPTIONS (simulation = 'exact')")
+    assert zips.remaining_budget("z") == pytest.approx(20)  # refunded
+
+
+# ---- post-processing ----------------------------------------------------------------------------------------
+
+def test_postprocess_options_share_the_raw_intervals(zips):
+    runs = {how: zips.sql(f"SELECT LDP_HISTOGRAM(zip, postprocess => '{how}') FROM z EPSILON 0.5 "
+                          "OPTIONS (seed = 4)") for how in ("none", "simplex", "clip", "base_pos")}
+    raw = np.array([r[1] for r in runs["none"].fetchall()])
+    assert raw.min() < 0 and raw.sum() == pytest.approx(1)  # per-user k-SS raw estimates sum to 1
+    for how, res in runs.items():
+        values = np.array([r[1] for r in res.fetchall()])
+        assert res.intervals() == runs["none"].intervals()
+        if how != "none":
+            assert values.min() >= 0
+        if how in ("simplex", "clip"):
+            assert values.sum() == pytest.approx(1)
+    simplex = np.array([r[1] for r in runs["simplex"].fetchall()])
+    shift = (simplex - raw)[simplex > 0]
+    assert np.allclose(shift, shift[0])  # one λ: shift and clip
+    with pytest.raises(ldpql.PlanError, match="postprocess must be one of"):
+        zips.sql("SELECT LDP_HISTOGRAM(zip, postprocess => 'round') FROM z EPSILON 1")
+
+
+def test_intervals_from_raw_estimates_cover_the_truth(zips):
+    res = zips.sql("EVALUATE SELECT LDP_HISTOGRAM(z64, postprocess => 'none') FROM z EPSILON 1 REPEAT 40")
+    coverage = np.array([r[7] for r in res.fetchall()])
+    assert len(coverage) == 64 and coverage.mean() > 0.9
+    assert zips.remaining_budget("z") == pytest.approx(20)
+
+
+# ---- noise off: exact answers equal DuckDB -----------------------------------------------------------------
+
+def test_noise_off_topk_mode_and_frequency_equal_duckdb(zips):
+    res = zips.sql("SELECT region, LDP_TOPK(zip, 3), LDP_MODE(zip), LDP_FREQUENCY(zip = 7) FROM z GROUP BY region "
+                   "EPSILON INF")
+    want = {}
+    for region in ("a", "b"):
+        n, = zips.duck.execute(f"SELECT count(*) FROM __ldpql_frame_z WHERE region = '{region}'").fetchone()
+        top = zips.duck.execute(f"SELECT zip, count(*) c FROM __ldpql_frame_z WHERE region = '{region}' "
+                                "GROUP BY zip ORDER BY c DESC, zip LIMIT 3").fetchall()
+        seven, = zips.duck.execute(f"SELECT count(*) FILTER (zip = 7) FROM __ldpql_frame_z WHERE region = '{region}'"
+                                   ).fetchone()
+        want[region] = [(region, z, c / n, top[0][0], seven / n) for z, c in top]
+    got = res.fetchall()
+    assert [r[:2] for r in got] == [w[:2] for region in ("a", "b") for w in want[region]]
+    for g, w in zip(got, [w for region in ("a", "b") for w in want[region]]):
+        assert g[2] == pytest.approx(w[2]) and g[3] == w[3] and g[4] == pytest.approx(w[4])
+
+
+def test_topk_labels_follow_each_group(zips):
+    res = zips.sql("SELECT region, LDP_TOPK(z64, 2) FROM z GROUP BY region EPSILON 2")
+    rows = res.fetchall()
+    assert len(rows) == 4 and all(isinstance(r[1], int) and 0 <= r[1] < 64 for r in rows)
+    assert math.isclose(res.epsilon_spent, 2)
