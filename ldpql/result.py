@@ -96,10 +96,13 @@ def _fmt_value(v: Any) -> str:
 
 
 def _fmt_cell(v: Any, iv: Interval | None) -> str:
-    if iv is None or v is None:
+    """``v ± half`` for an interval centred on v; ``v [low, high]`` for any other (clipped, one-sided)."""
+    if iv is None or v is None or not isinstance(v, (int, float)):
         return _fmt_value(v)
     half = (iv[1] - iv[0]) / 2
-    return f"{_fmt_value(v)} ± {half:.3g}"
+    if abs((iv[0] + iv[1]) / 2 - v) <= 1e-9 * max(1.0, abs(v), half):
+        return f"{_fmt_value(v)} ± {half:.3g}"
+    return f"{_fmt_value(v)} [{_fmt_value(iv[0])}, {_fmt_value(iv[1])}]"
 
 
 def _table(r: Result, markdown: bool = False) -> str:
