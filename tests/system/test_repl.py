@@ -376,8 +376,8 @@ def terminal(tmp_path):
 
 def test_in_a_real_terminal(terminal, tmp_path):
     t = terminal(sys.executable, str(FIXTURES / "repl_slow.py"), "1000000", "0.5")
-    t.wait_for("ldpql>")
-    assert "tables: big (ε 4 left per user)" in t.screen() and "ε left on big 4" in t.screen()   # bottom toolbar
+    screen = t.wait_for("ε left on big 4")                                # the bottom toolbar, once drawn
+    assert "tables: big (ε 4 left per user)" in screen and "ldpql>" in screen
     t.type("SELECT g, LDP_MEAN(x)")
     t.type("FROM big GROUP BY g")
     screen = t.wait_for("  ...> FROM big GROUP BY g")                    # the continuation prompt: still open
