@@ -55,6 +55,7 @@ class Connection:
                  database: str | None = None, progress: Progress | None = None):
         try:
             self.duck = duckdb.connect(database or ":memory:")
+            self.duck.execute("SET enable_progress_bar = false")  # ldpql reports progress itself
         except duckdb.Error as e:
             raise CatalogError(f"cannot open the DuckDB database {database!r}: {str(e).splitlines()[0]}") from None
         self.catalog = cat.Catalog()
@@ -161,7 +162,8 @@ class Connection:
         if p.n == 0 or math.isinf(p.epsilon):
             return self._execute(p, cells, None, started)
         charge = self.ledger.reserve(p.table.source_id, p.table.name, _span(text, stmt), p.where_sql, p.epsilon,
-                                     self._max_spend(p.table), users=p.n)
+                                     self._max_spend(p.table), users=p.n, epsilon0=p.epsilon0,
+                                     delta=p.shuffle_delta)
         log.debug("reserved charge %d: ε = %g", charge, p.epsilon)
         try:
             result = self._execute(p, cells, charge, started)

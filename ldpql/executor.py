@@ -17,7 +17,11 @@ executor checks that no user's ε, summed over the rounds it takes part in, exce
 
 from __future__ import annotations
 
+import os
+import queue
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -32,7 +36,11 @@ from ldpql.mechanisms import Estimate, Reply, Round
 from ldpql.planner import Plan
 
 BATCH_ROWS = 1 << 20
-REPORT_CELLS = 1 << 23          # cap on users x report width randomized at once (bounds memory)
+REPORT_CELLS = 1 << 20          # users x report width randomized at once (bounds memory; cache-sized chunks)
+CHUNK_USERS = 1 << 16           # and at most this many users (narrow reports: smaller chunks stay in cache)
+QUEUE_BATCHES = 4               # Arrow batches read ahead of the randomizers (bounds memory)
+PARTS = 2                       # each batch is randomized in PARTS slices, one Generator per slice (fixed, so
+                                # results do not depend on the machine's core count)
 POS = "__ldpql_pos"
 CELLS = "__ldpql_cells"
 
@@ -107,16 +115,19 @@ class Executor:
         """Run every aggregate on every cell; returns {(aggregate index, cell index): Estimate}."""
         self._started, self._plan, self._cells = time.monotonic(), plan, cells
         self._salt = entropy % (1 << 62)
-        self._positions = any(a.users != (0.0, 1.0) for a in plan.aggregates)
         self._cell_spent: dict[int, list] = {}
+        self._hist = self.cache if self.cache is not None else {}  # rounds sharing an encoding share one scan
         tasks = [_Task(a.index, c, a.protocol(cell.n)) for a in plan.aggregates for c, cell in enumerate(cells)]
         for t in tasks:
             self._advance(t, None)
         step = 0
         while pending := [t for t in tasks if t.result is None]:
             self._check_spend(plan, pending)
+            seen: dict[int, int] = {}
             for key, group in _batches(pending).items():
-                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=(key[0], step))))
+                k = seen[key[0]] = seen.get(key[0], -1) + 1  # batches of one aggregate in one step: own streams
+                spawn = (key[0], step) if k == 0 else (key[0], step, k)
+                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=spawn)))
                 replies = self._run_round(group, rng, step)
                 for t in group:
                     self._advance(t, replies[t.cell])
@@ -136,11 +147,14 @@ class Executor:
             spent = (*self._interval(a.users, t.round.users), t.round.randomizer.epsilon)
             t.spent.append(spent)
             self._cell_spent.setdefault(t.cell, []).append(spent)
-            if _max_coverage(t.spent) > a.epsilon * (1 + 1e-9):
-                raise InternalError(f"{a.output}: a round would take some users past the planned ε = {a.epsilon:g}")
+            limit = a.local_epsilon(self._cells[t.cell].n)  # its ε, or a shuffle protocol's local ε₀
+            if _max_coverage(t.spent) > limit * (1 + 1e-9):
+                raise InternalError(f"{a.output}: a round would take some users past the planned ε = {limit:g}")
         for cell in {t.cell for t in pending}:
-            if _max_coverage(self._cell_spent[cell]) > plan.epsilon * (1 + 1e-9):
-                raise InternalError(f"a round would take some users past the statement's ε = {plan.epsilon:g}")
+            n = self._cells[cell].n
+            limit = plan.epsilon + sum(a.local_epsilon(n) - a.epsilon for a in plan.aggregates if a.source is None)
+            if _max_coverage(self._cell_spent[cell]) > limit * (1 + 1e-9):
+                raise InternalError(f"a round would take some users past the statement's ε = {limit:g}")
 
     @staticmethod
     def _interval(share: tuple[float, float], sub: tuple[float, float]) -> tuple[float, float]:
@@ -157,7 +171,7 @@ class Executor:
         sql = self._round_sql(group[0].round.encoding.sql, u0, u1)
         try:
             if exact:
-                return self._exact(sql, rounds, rng)
+                return self._exact(sql, rounds, rng, u0, u1)
             return self._per_user(sql, rounds, rng, a.output, step)
         except duckdb.Error as e:
             raise ExecuteError(f"DuckDB failed while running {a.output}: {str(e).splitlines()[0]}",
@@ -174,7 +188,7 @@ class Executor:
 
     def _round_sql(self, encoding: str, u0: float, u1: float) -> str:
         p = self._plan
-        pop = population_sql(p.table, p.where_sql, self._positions)
+        pop = population_sql(p.table, p.where_sql, positions=(u0, u1) != (0.0, 1.0))
         cell = "0"
         if p.group_by:
             self._register_cells()
@@ -193,16 +207,21 @@ class Executor:
         cols["__cell"] = pa.array(range(len(self._cells)), pa.int64())
         self.duck.register(CELLS, pa.table(cols))
 
-    def _exact(self, sql: str, rounds: dict[int, Round], rng: np.random.Generator) -> dict[int, Reply]:
-        hist = self.cache.get(sql) if self.cache is not None else None
-        if hist is None:
-            hist = {}
+    def _exact(self, sql: str, rounds: dict[int, Round], rng: np.random.Generator, u0: float = 0.0,
+               u1: float = 1.0) -> dict[int, Reply]:
+        enc = next(iter(rounds.values())).encoding
+        hist = self._hist.get(sql)
+        if hist is None and hasattr(enc, "count_cells"):
+            # hook: an encoding that counts its users itself, from the rows (cell, x) of any value expression
+            # of this round's users, with its own queries and the run's cache (ldpql.planner.minimum)
+            hist = enc.count_cells(lambda value: self._round_sql(value, u0, u1),
+                                   lambda q: self.duck.execute(q).fetchall(), list(rounds), self._hist)
+        elif hist is None:  # every cell's histogram: a later batch with the same SQL may hold other cells
+            hist, size = {}, next(iter(rounds.values())).encoding.size
             for cell, x, count in self.duck.execute(f"SELECT cell, x, count(*) FROM ({sql}) GROUP BY ALL").fetchall():
-                if cell in rounds:
-                    h = hist.setdefault(cell, np.zeros(rounds[cell].encoding.size, dtype=np.int64))
-                    h[int(x)] += count
-            if self.cache is not None:
-                self.cache[sql] = hist
+                h = hist.setdefault(cell, np.zeros(size, dtype=np.int64))
+                h[int(x)] += count
+            self._hist[sql] = hist
         out = {}
         for cell, r in rounds.items():
             h = hist.get(cell, np.zeros(r.encoding.size, dtype=np.int64))
@@ -211,21 +230,54 @@ class Executor:
 
     def _per_user(self, sql: str, rounds: dict[int, Round], rng: np.random.Generator, label: str,
                   step: int) -> dict[int, Reply]:
+        """Stream ``cell, x`` in Arrow batches and randomize every user, PARTS slices of a batch in parallel.
+
+        Slice p of every batch draws from its own Generator, spawned from the round's: the draws depend only on
+        the seed, the row order and BATCH_ROWS / PARTS, not on thread timing. A reader thread has DuckDB
+        produce batches (it releases the GIL, and yields them in bursts) into a queue of at most QUEUE_BATCHES;
+        worker threads randomize them (numpy releases the GIL), so memory stays bounded.
+        """
+        seeds = rng.bit_generator.seed_seq.spawn(PARTS)
+        gens = [np.random.Generator(np.random.SFC64(s)) for s in seeds]
         sums: dict[int, np.ndarray] = {}
         counts = dict.fromkeys(rounds, 0)
         total = sum(self._cells[c].n for c in rounds) or 1
         done = 0
-        reader = self.duck.sql(sql).to_arrow_reader(BATCH_ROWS)
-        for batch in reader:
-            cell = batch.column(0).to_numpy(zero_copy_only=False)
-            x = batch.column(1).to_numpy(zero_copy_only=False)
-            for c, xs in _split_by_cell(cell, x, rounds):
-                s = _randomize_sum(rounds[c].randomizer, xs, rng)
-                sums[c] = s if c not in sums else sums[c] + s
-                counts[c] += len(xs)
-            done += len(x)
-            self._report(f"{label}: round {step + 1} (per user)", done / total)
-        return {c: Reply(sums.get(c, np.zeros(1)), counts[c]) for c in rounds}
+        only = next(iter(rounds)) if len(rounds) == 1 and not self._plan.group_by else None
+        query = f"SELECT x FROM ({sql})" if only is not None else sql  # one cell: no cell column to stream
+
+        def work(part: int, items: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
+            return [(c, _randomize_sum(rounds[c].randomizer, xs, gens[part])) for c, xs in items]
+
+        def collect(futures) -> None:
+            for f in futures:
+                for c, s in f.result():
+                    sums[c] = s if c not in sums else sums[c] + s
+
+        pending = []
+        batches = _ReadAhead(self.duck.sql(query).to_arrow_reader(BATCH_ROWS), QUEUE_BATCHES, self.duck.interrupt)
+        with ThreadPoolExecutor(max_workers=max(1, min(PARTS, os.cpu_count() or 1))) as pool:
+            try:
+                for batch in batches:
+                    if only is not None:
+                        items = [(only, batch.column(0).to_numpy(zero_copy_only=False))]
+                    else:
+                        items = list(_split_by_cell(batch.column(0).to_numpy(zero_copy_only=False),
+                                                    batch.column(1).to_numpy(zero_copy_only=False), rounds))
+                    collect(pending)  # the previous batch: each Generator is used by one slice at a time
+                    pending = [pool.submit(work, p, [(c, xs[len(xs) * p // PARTS:len(xs) * (p + 1) // PARTS])
+                                                     for c, xs in items]) for p in range(PARTS)]
+                    for c, xs in items:
+                        counts[c] += len(xs)
+                    done += len(batch)
+                    self._report(f"{label}: round {step + 1} (per user)", done / total)
+                collect(pending)
+            finally:
+                batches.close()
+                for f in pending:
+                    f.cancel()
+        return {c: Reply(sums[c] if c in sums else _randomize_sum(rounds[c].randomizer, np.zeros(0, np.int64),
+                                                                  gens[0]), counts[c]) for c in rounds}
 
     def _report(self, message: str, fraction: float = 0.0) -> None:
         if self.progress is not None:
@@ -240,22 +292,71 @@ def _batches(pending: list[_Task]) -> dict[tuple, list[_Task]]:
     return out
 
 
+class _ReadAhead:
+    """Iterate over an Arrow reader's batches while a thread reads up to ``depth`` batches ahead: DuckDB
+    releases the GIL while it works and yields batches in bursts, so reading overlaps the randomizers."""
+
+    def __init__(self, reader, depth: int, interrupt: Callable[[], None]):
+        self._queue: queue.Queue = queue.Queue(depth)
+        self._stop, self._interrupt, self._ended = threading.Event(), interrupt, False
+        self._thread = threading.Thread(target=self._read, args=(reader,), name="ldpql-reader", daemon=True)
+        self._thread.start()
+
+    def _read(self, reader) -> None:
+        last: object = None
+        try:
+            for batch in reader:
+                if not self._put(batch):
+                    return
+        except BaseException as e:  # noqa: BLE001  (handed to the consuming thread, which raises it)
+            last = e
+        self._put(last)
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __iter__(self):
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, BaseException):
+                self._ended = True
+                raise item
+            yield item
+        self._ended = True
+
+    def close(self) -> None:
+        """Wait for the reading thread; if the consumer stopped early, stop it and interrupt DuckDB first."""
+        if not self._ended:
+            self._stop.set()
+            self._interrupt()
+        self._thread.join()
+
+
 def _split_by_cell(cell: np.ndarray, x: np.ndarray, rounds: dict[int, Round]):
+    """Each cell's users of a batch, in row order (a counting sort: cells are small non-negative integers)."""
     if len(rounds) == 1:
         (only,) = rounds
-        yield only, x[cell == only] if np.any(cell != only) else x
+        mask = cell == only
+        yield only, x if mask.all() else x[mask]
         return
-    order = np.argsort(cell, kind="stable")
-    cs, xs = cell[order], x[order]
-    bounds = np.flatnonzero(np.diff(cs)) + 1
-    for part_c, part_x in zip(np.split(cs, bounds), np.split(xs, bounds)):
-        if len(part_c) and int(part_c[0]) in rounds:
-            yield int(part_c[0]), part_x
+    sizes = np.bincount(cell)
+    key = cell.astype(np.uint16) if len(sizes) <= 1 << 16 else cell  # numpy sorts 16-bit keys by radix
+    xs = x[np.argsort(key, kind="stable")]
+    ends = np.cumsum(sizes)
+    for c in np.flatnonzero(sizes):
+        if int(c) in rounds:
+            yield int(c), xs[ends[c] - sizes[c]:ends[c]]
 
 
 def _randomize_sum(r, xs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Randomize users in chunks small enough that a chunk's reports fit in REPORT_CELLS values."""
-    step = max(1024, REPORT_CELLS // r.report_width)
+    """Randomize users in chunks of about REPORT_CELLS report values (bounded memory, cache-sized) and add
+    up the chunks' summaries."""
+    step = max(256, min(CHUNK_USERS, REPORT_CELLS // r.report_width))
     total = None
     for i in range(0, len(xs), step):
         s = r.aggregate(r.randomize(xs[i:i + step], rng))
@@ -264,10 +365,14 @@ def _randomize_sum(r, xs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def _max_coverage(intervals: list[tuple[float, float, float]]) -> float:
-    """The largest total ε over any point of [0, 1) covered by the (u0, u1, ε) intervals."""
-    points = sorted({p for a, b, _ in intervals for p in (a, b)})
-    best = 0.0
-    for lo, hi in zip(points, points[1:]):
-        mid = (lo + hi) / 2
-        best = max(best, sum(e for a, b, e in intervals if a <= mid < b))
-    return best
+    """The largest total ε over any point of [0, 1) covered by the half-open (u0, u1, ε) intervals: a sweep
+    over their ends, O(k log k), so protocols with hundreds of rounds stay cheap to check."""
+    spans = np.array([(a, b, e) for a, b, e in intervals if b > a], dtype=float).reshape(-1, 3)
+    if not len(spans):
+        return 0.0
+    if np.isinf(spans[:, 2]).any():
+        return float("inf")
+    pos = np.concatenate([spans[:, 0], spans[:, 1]])
+    step = np.concatenate([spans[:, 2], -spans[:, 2]])
+    order = np.lexsort((step, pos))  # at one point, an interval that ends there is left before one starts
+    return float(max(np.cumsum(step[order]).max(), 0.0))

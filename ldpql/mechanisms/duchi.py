@@ -34,8 +34,14 @@ class Duchi(Randomizer):
         self.C = (math.exp(self.epsilon) + 1) / (math.exp(self.epsilon) - 1)
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        sign_bits = (rng.random(len(x)) < (1 + np.clip(x, -1, 1)) / 2).astype(np.int8)  # unbiased rounding
-        return 2 * flip(sign_bits, self.epsilon, rng) - 1
+        half = np.clip(np.asarray(x, dtype=float), -1, 1)
+        half += 1
+        half *= 0.5
+        sign_bits = (rng.random(len(x)) < half).view(np.int8)  # unbiased rounding: 1 w.p. (1 + x)/2
+        reports = flip(sign_bits, self.epsilon, rng)
+        reports *= 2
+        reports -= 1
+        return reports
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.array([reports.sum(dtype=np.int64)])

@@ -28,11 +28,19 @@ def _grid_bits(epsilon: float) -> int:
 
 
 def column_counts(bits: np.ndarray) -> np.ndarray:
-    """Column sums of a 0/1 uint8 matrix, adding 255 rows at a time in uint8 (4x faster than .sum(0))."""
+    """Column sums of an n x d 0/1 uint8 matrix. Row-major: add 255 rows at a time in uint8 (4x faster than
+    .sum(0)). Column-major (what :meth:`OUE.randomize` returns): read each column as 64-bit words of 8 byte
+    lanes and add 255 words at a time, so no lane can carry into the next (~8x fewer additions)."""
     n, d = bits.shape
-    whole = (n // 255) * 255
-    out = bits[:whole].reshape(-1, 255, d).sum(axis=1, dtype=np.uint8).sum(axis=0, dtype=np.int64)
-    return out + bits[whole:].sum(axis=0, dtype=np.int64)
+    if not bits.flags.f_contiguous or bits.flags.c_contiguous:
+        whole = (n // 255) * 255
+        out = bits[:whole].reshape(-1, 255, d).sum(axis=1, dtype=np.uint8).sum(axis=0, dtype=np.int64)
+        return out + bits[whole:].sum(axis=0, dtype=np.int64)
+    rows = bits.T  # d x n, C-contiguous
+    whole = (n // 2040) * 2040
+    lanes = rows[:, :whole].view(np.uint64).reshape(d, -1, 255).sum(axis=2, dtype=np.uint64)
+    out = lanes.view(np.uint8).reshape(d, -1).sum(axis=1, dtype=np.int64)
+    return out + rows[:, whole:].sum(axis=1, dtype=np.int64)
 
 
 @register
@@ -51,13 +59,21 @@ class OUE(Randomizer):
         self.p, self.q = 0.5, self.threshold / grid
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Privacy-critical: every bit is 1 iff a uniform 16- or 32-bit integer is below the threshold, so
+        w.p. q = threshold/2^width exactly; then each user's true bit is replaced by a coin that is 1 w.p.
+        p = 1/2 (a uniform byte below 128). Built column by column (d x n, so counting is fast) and
+        returned as its n x d transpose: row i is user i's report."""
         n, d = len(x), self.input_size
         per_word = 64 // self.width
-        words = rng.bit_generator.random_raw((n * d + per_word - 1) // per_word)
+        words = rng.bit_generator.random_raw(-(-n * d // per_word))
         uniform = words.view(np.uint16 if self.width == 16 else np.uint32)[: n * d]
-        bits = (uniform < self.threshold).reshape(n, d).view(np.uint8)
-        bits[np.arange(n), x] = rng.random(n) < self.p  # privacy-critical: the true bit is 1 w.p. 1/2
-        return bits
+        bits = (uniform < self.threshold).reshape(d, n)
+        if self.p == 0.5:
+            coins = rng.bit_generator.random_raw(-(-n // 8)).view(np.uint8)[:n] < 128
+        else:
+            coins = rng.random(n) < self.p
+        bits[x, np.arange(n)] = coins
+        return bits.T.view(np.uint8)
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return column_counts(reports)

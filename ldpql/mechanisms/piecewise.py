@@ -38,14 +38,20 @@ class Piecewise(Randomizer):
         return left, left + self.C - 1
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = np.clip(np.asarray(x, dtype=float), -1, 1)
-        left, right = self._interval(x)
+        big_c = self.C
+        left = np.clip(np.asarray(x, dtype=float), -1, 1)
+        left *= (big_c + 1) / 2
+        left -= (big_c - 1) / 2  # ℓ(x); the band is [ℓ, ℓ + C - 1]
         inside = rng.random(len(x)) < self.t / (self.t + 1)  # privacy-critical: mass of the high-density band
         u = rng.random(len(x))
-        y_in = left + (self.C - 1) * u
-        v = (self.C + 1) * u  # a point of the low-density part [-C, ℓ) ∪ (r, C], of total length C + 1
-        y_out = np.where(v < left + self.C, -self.C + v, right + (v - (left + self.C)))
-        return np.where(inside, y_in, y_out)
+        y = u * (big_c + 1)  # v: a point of the low-density part [-C, ℓ) ∪ (r, C], of total length C + 1
+        past = y >= left + big_c
+        y -= big_c  # v - C on [-C, ℓ), and v - C + (C - 1) = r + (v - (ℓ + C)) past the band
+        np.add(y, big_c - 1, out=y, where=past)
+        u *= big_c - 1
+        u += left  # uniform on the band
+        np.copyto(y, u, where=inside)
+        return y
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.array([reports.sum()])

@@ -25,7 +25,7 @@ def keep_probability(epsilon: float) -> float:
 def flip(bits: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """Each bit (0/1) kept with probability keep_probability(ε), flipped otherwise."""
     keep = rng.random(len(bits)) < keep_probability(epsilon)  # privacy-critical: the only coin
-    return np.where(keep, bits, 1 - bits).astype(np.int8)
+    return np.equal(bits, keep).view(np.int8)  # a 0/1 bit equals the coin iff (kept and 1) or (flipped and 0)
 
 
 @register

@@ -15,6 +15,7 @@ from ldpql.errors import PlanError, PrivacyError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.planner.aggregates import AGGREGATES, AggregateSpec, register_aggregate
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
+from ldpql.planner import histogram  # noqa: F401,E402  (registers LDP_HISTOGRAM/FREQUENCY/TOPK/MODE)
 
 __all__ = ["AGGREGATES", "AggregateSpec", "Candidate", "Plan", "PublicFacts", "Target", "plan", "check_option",
            "check_public", "register_aggregate", "RULES", "OPTIONS"]
@@ -191,6 +192,26 @@ def _resolve_call(ctx: _Context, call: ast.Call) -> AggregatePlan:
     return agg
 
 
+def share_releases(ctx: _Context) -> None:
+    """Aggregates that need the same release (same column and domain, same release arguments: equal
+    ``target.release`` keys) share one protocol run: the first runs it, the others read it (``source``) and
+    derive their answers from it by post-processing, so the release's ε is charged once."""
+    first: dict[tuple, AggregatePlan] = {}
+    for a in ctx.aggregates:
+        if a.target.release is None:
+            continue
+        owner = first.setdefault(a.target.release, a)
+        if owner is not a:
+            a.source, a.candidates = owner.index, []
+            ctx.notes.append(f"{a.output} is answered from the release of {owner.output} (post-processing: "
+                             "no extra ε)")
+
+
+def _runs(ctx: _Context) -> list[AggregatePlan]:
+    """The aggregates that run a protocol of their own (the others read a shared release)."""
+    return [a for a in ctx.aggregates if a.source is None]
+
+
 def _unique_specs() -> list[AggregateSpec]:
     seen: dict[str, AggregateSpec] = {}
     for spec in AGGREGATES.values():
@@ -205,7 +226,7 @@ def _named(call: ast.Call, name: str):
 def resolve_epsilon(ctx: _Context) -> None:
     """The statement's total per-user ε: EPSILON, else OPTIONS/SET epsilon, else the sum of fixed shares."""
     sel = ctx.select
-    shares = [_named(a.call, "epsilon") for a in ctx.aggregates]
+    shares = [_named(a.call, "epsilon") for a in _runs(ctx)]
     eps = sel.epsilon.value if sel.epsilon is not None else ctx.options.get("epsilon")
     if eps is None and shares and all(s is not None for s in shares):
         eps = sum(shares)
@@ -228,7 +249,7 @@ def choose_model(ctx: _Context) -> None:
             raise ctx.error(PlanError, f"model = 'shuffle' needs a DELTA budget, and `{ctx.table.name}` has none",
                             ctx.select, hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, "
                                              "or use model = 'local'")
-        kinds = sorted({a.call.name.upper() for a in ctx.aggregates
+        kinds = sorted({a.call.name.upper() for a in _runs(ctx)
                         if not any(c.model == "shuffle" for c in a.candidates)})
         if kinds:
             raise ctx.error(PlanError, f"no shuffle-model protocol is available for {', '.join(kinds)}",
@@ -237,6 +258,8 @@ def choose_model(ctx: _Context) -> None:
         for c in a.candidates:
             if c.model == "shuffle" and (model == "local" or ctx.table.budget_delta <= 0):
                 c.rejected = "shuffle model not allowed (model = 'local' or no DELTA budget on the table)"
+            elif c.model == "shuffle":
+                c.delta = ctx.delta or ctx.table.budget_delta  # the δ its amplification bound may use
 
 
 def apply_rounds_limit(ctx: _Context) -> None:
@@ -251,7 +274,7 @@ def apply_rounds_limit(ctx: _Context) -> None:
 
 def apply_mechanism_override(ctx: _Context) -> None:
     """OPTIONS (mechanism = ...) or LDP_X(..., mechanism => ...) keeps only the named mechanism."""
-    for a in ctx.aggregates:
+    for a in _runs(ctx):
         wanted = _named(a.call, "mechanism") or ctx.options.get("mechanism")
         if wanted is None:
             continue
@@ -267,7 +290,7 @@ def apply_mechanism_override(ctx: _Context) -> None:
 def split_budget(ctx: _Context) -> None:
     """Give each aggregate its ε and its users: split ε over all users, or split the users (each group at the
     full ε, parallel composition), whichever predicts the smaller total relative error."""
-    aggs, n, eps = ctx.aggregates, ctx.facts.n, ctx.epsilon
+    aggs, n, eps = _runs(ctx), ctx.facts.n, ctx.epsilon
     shares = [_named(a.call, "epsilon") for a in aggs]
     if len(aggs) == 1:
         aggs[0].epsilon = eps if shares[0] is None else min(eps, shares[0])
@@ -297,10 +320,10 @@ def split_budget(ctx: _Context) -> None:
 
 def _assign(ctx: _Context, split: str, eps: list[float], users: list[tuple[float, float]]) -> None:
     ctx.split = split
-    for a, e, u in zip(ctx.aggregates, eps, users):
+    for a, e, u in zip(_runs(ctx), eps, users):
         a.epsilon, a.users = e, u
     if split == "epsilon" and not ctx.split_note:
-        ctx.split_note = "ε: " + ", ".join(f"{a.output} {a.epsilon:.4g}" for a in ctx.aggregates)
+        ctx.split_note = "ε: " + ", ".join(f"{a.output} {a.epsilon:.4g}" for a in _runs(ctx))
 
 
 def _best_se(a: AggregatePlan, eps: float, n: int) -> float:
@@ -308,8 +331,9 @@ def _best_se(a: AggregatePlan, eps: float, n: int) -> float:
 
 
 def choose_mechanisms(ctx: _Context) -> None:
-    """For each aggregate, predict every candidate's error at its (ε, n) and choose the smallest."""
-    for a in ctx.aggregates:
+    """For each aggregate, predict every candidate's error at its (ε, n) and choose the smallest (the first
+    listed on a tie); an aggregate that reads a shared release takes that release's ε, users and mechanism."""
+    for a in _runs(ctx):
         n_a = max(int(ctx.facts.n * (a.users[1] - a.users[0])), 1)
         for c in a.candidates:
             c.predicted_se = c.predict(a.epsilon, n_a) if not math.isinf(a.epsilon) else 0.0
@@ -323,13 +347,18 @@ def choose_mechanisms(ctx: _Context) -> None:
         a.chosen = min(allowed, key=lambda c: c.predicted_se)
         for c in allowed:
             if c is not a.chosen:
-                c.rejected = "larger predicted error"
+                c.rejected = ("larger predicted error" if c.predicted_se > a.chosen.predicted_se else
+                              f"same predicted error as {a.chosen.mechanism}, which is listed first")
         if math.isinf(a.epsilon):
             a.chosen.note = "EPSILON INF: noise off, the answer is exact (evaluation only)"
+    for a in ctx.aggregates:
+        if a.source is not None:
+            src = ctx.aggregates[a.source]
+            a.epsilon, a.users, a.chosen = src.epsilon, src.users, src.chosen
 
 
-RULES = (check_public_clauses, resolve_options, resolve_items, resolve_epsilon, choose_model, apply_rounds_limit,
-         apply_mechanism_override, split_budget, choose_mechanisms)
+RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, resolve_epsilon, choose_model,
+         apply_rounds_limit, apply_mechanism_override, split_budget, choose_mechanisms)
 
 
 def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",
@@ -344,3 +373,5 @@ def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | N
                 [table.column(c.name).name for c in select.group_by], ctx.items, ctx.aggregates, facts.n, facts.cells, ctx.split,
                 ctx.split_note, ctx.options.get("confidence", 0.95), ctx.options.get("seed"),
                 ctx.options.get("simulation", "auto"), facts.remaining, ctx.notes)
+from ldpql.planner import quantile  # noqa: F401,E402  (registers LDP_QUANTILE, LDP_MEDIAN)
+from ldpql.planner import minimum  # noqa: F401,E402  (registers LDP_MIN, LDP_MAX)

@@ -82,20 +82,24 @@ class AggregatePlan:
         return self.target.categories is not None
 
     def local_epsilon(self, n: int) -> float:
-        """The ε each user of this aggregate may spend in its own randomizer (n users): the aggregate's ε, or the
-        larger ε₀ of a shuffle-model protocol, whose central guarantee after shuffling is (ε, δ)."""
+        """The ε each user of this aggregate may spend in its own randomizer, in a group of n users: the
+        aggregate's ε, or the larger ε₀ of a shuffle-model protocol (for the n its protocol is told), whose
+        central guarantee after shuffling is (ε, δ)."""
         c = self.chosen
         if c is None or c.model != "shuffle" or c.local_epsilon is None or self.epsilon == float("inf"):
             return self.epsilon
-        return max(self.epsilon, c.local_epsilon(self.epsilon, n))
+        return max(self.epsilon, c.local_epsilon(self.epsilon, self._told(n)))
+
+    def _told(self, n: int) -> int:
+        if self.chosen.share_n and n:
+            return max(int(n * (self.users[1] - self.users[0])), 1)
+        return n
 
     def protocol(self, n: int) -> Protocol:
         """The protocol this aggregate runs for a group of n users (none when it reads another's release)."""
         if self.source is not None:
             return _no_rounds()
-        if self.chosen.share_n and n:
-            n = max(int(n * (self.users[1] - self.users[0])), 1)
-        return self.chosen.protocol(self.epsilon)(n)
+        return self.chosen.protocol(self.epsilon)(self._told(n))
 
 
 def _no_rounds() -> Protocol:

@@ -1,0 +1,415 @@
+"""LDP_MIN and LDP_MAX (seed 000): the locally private bisection of Fukuchi et al., and the naive Laplace
+baseline on request.
+
+    LDP_MIN(column [, alpha => a])      alpha => a: a known lower bound α₀ = a on the tail exponent α
+    LDP_MAX(column [, alpha => a])      ('lower α' schedule); default, or alpha => 'unknown': the
+                                        'unknown α' schedule, which assumes nothing about the data
+
+The column needs a numeric domain (BETWEEN lo AND hi); the search runs over it. The schedule (L, h_N, γ) is a
+function of the public n and ε only. When γ ≥ 1 the search degenerates (too few users for this ε), and the
+statement is refused with the n or ε that would work, unless OPTIONS (force = true). OPTIONS (mechanism =
+'laplace_min') / 'laplace_max' runs the baseline of spec §2.6 instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldpql.catalog import Column, NumericDomain, Table
+from ldpql.errors import Error, InternalError, PlanError
+from ldpql.grammar import ast, parse
+from ldpql.grammar.ast import quote_name
+from ldpql.mechanisms import Encoding
+from ldpql.mechanisms.minimum import (
+    Grid,
+    GridEncoding,
+    Lattice,
+    Schedule,
+    laplace_error,
+    laplace_protocol,
+    min_epsilon,
+    min_users,
+    schedule,
+    search,
+)
+from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
+from ldpql.planner.plan import Candidate, Target
+
+INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                 "UBIGINT")
+
+
+@dataclass
+class ExtremeTarget(Target):
+    """A resolved LDP_MIN / LDP_MAX: the column and its domain, the α assumption, and the statement's options
+    that decide whether a degenerate search may run (force) and how many rounds the deployment allows."""
+
+    kind: str = "min"                              # 'min' | 'max'
+    column_def: Column | None = None
+    domain: NumericDomain | None = None
+    alpha: float | None = None                     # α₀ of the 'lower α' schedule; None: 'unknown α'
+    force: bool = False
+    rounds_limit: int | None = None
+    grouped: bool = False
+    call_sql: str = ""
+
+    @property
+    def negate(self) -> bool:
+        return self.kind == "max"
+
+
+# ---- resolve -----------------------------------------------------------------------------------------------
+
+def resolve_extreme(call: ast.Call, table: Table, text: str) -> ExtremeTarget:
+    """A private numeric column with a declared BETWEEN domain; the optional alpha => α₀ argument."""
+    ref, col = _column_arg(call, table, text)
+    dom = col.domain
+    name = call.name.upper()
+    if not isinstance(dom, NumericDomain):
+        if dom is None:
+            raise _missing_domain(col, ref, text, name)
+        raise _err(PlanError, f"{name} needs a numeric column; `{col.name}` is categorical", ref, text,
+                   width=len(col.name), hint="declare it BETWEEN lo AND hi, or use LDP_HISTOGRAM for categories")
+    options, select = _statement(call, text)
+    half, mid = (dom.high - dom.low) / 2, (dom.high + dom.low) / 2
+    scaled = f"(({dom.clamped_sql(col.name)}) - {mid!r}) / {half!r}"
+    kind = "max" if name == "LDP_MAX" else "min"
+    laplace = Encoding(f"-({scaled})" if kind == "max" else scaled, None, col.name)
+    limits = [r for r in (table.rounds, _option(options, "rounds")) if r]
+    return ExtremeTarget(col.name, laplace, dom.describe(), None, col.name, affine=(half, mid), kind=kind,
+                         column_def=col, domain=dom, alpha=_alpha(call, text), force=bool(_option(options, "force")),
+                         rounds_limit=min(limits) if limits else None,
+                         grouped=bool(select is not None and select.group_by), call_sql=call.sql())
+
+
+def _alpha(call: ast.Call, text: str) -> float | None:
+    arg = next((a for a in call.named if a.name == "alpha"), None)
+    if arg is None:
+        return None
+    v = arg.value.value
+    if isinstance(v, str) and v.lower() == "unknown":
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+        raise _err(PlanError, f"alpha must be a positive number (a known lower bound on the tail exponent α) or "
+                   f"'unknown', not {arg.value.sql()}", arg, text, width=len(arg.name),
+                   hint="alpha => 1 holds for any distribution with a density bounded away from 0 at its minimum; "
+                        "leave it out to assume nothing")
+    return float(v)
+
+
+def _statement(call: ast.Call, text: str) -> tuple[dict, ast.Select | None]:
+    """The OPTIONS and the SELECT this call belongs to, found again in the statement text (the planner hands an
+    aggregate its call and the text, not the statement). Options set with SET are not seen here."""
+    try:
+        statements = parse(text)
+    except Error:
+        return {}, None
+    selects = [getattr(s, "select", s) for s in statements]
+    selects = [s for s in selects if isinstance(s, ast.Select)]
+    found = [s for s in selects if any(i.expr == call and i.expr.pos == call.pos for i in s.items)] or \
+        [s for s in selects if any(i.expr == call for i in s.items)]
+    if len(found) != 1:
+        return {}, None
+    return {o.name.lower(): o.value.value for o in found[0].options}, found[0]
+
+
+def _option(options: dict, key: str):
+    from ldpql.planner import check_option  # the planner package imports this module at its end
+
+    return check_option(key, options[key]) if key in options else None
+
+
+# ---- the SQL of one round: each user's block in the round's grid ------------------------------------------
+
+FETCH_LIMIT = 1 << 20   # users whose lattice indices the exact path may hold in memory for one search
+
+
+def value_sql(col: Column, dom: NumericDomain, negate: bool) -> str:
+    """DuckDB expression: the value the search compares (rounded for an INTEGER domain over a float column, as
+    ``dom.clamped_sql`` does; negated for the maximum), not yet clamped: the lattice index clamps it."""
+    x = f"CAST({quote_name(col.name)} AS DOUBLE)"
+    if dom.integer and col.dtype.upper() not in INTEGER_TYPES:
+        x = f"round({x})"
+    return f"(-{x})" if negate else x
+
+
+def index_sql(v: str, lattice: Lattice) -> str:
+    """DuckDB expression: the lattice index g(v) as a DOUBLE (exact integers below 2^53), like Lattice.index."""
+    return f"least(greatest(ceil(({v} - ({lattice.low!r})) / {lattice.width!r}), 0.0), {float(lattice.top)!r})"
+
+
+@dataclass(frozen=True)
+class SearchEncoding(GridEncoding):
+    """A grid encoding whose users the exact path counts with range filters instead of one CASE per row.
+
+    ``sql`` (the per-user path) is each user's block, NULL and NaN taking the block of the domain's NULL value.
+    :meth:`count_cells` (the executor's hook for encodings that count themselves) gives the same histograms
+    from at most two cheap scans for the first grid of a search and one for each later grid, and from memory
+    once the users left in the search interval are few: it keeps, per group, the exact number of users at or
+    below every lattice index it has seen, and grids nest exactly on the lattice."""
+
+    value: str = ""
+    null_index: int = 0
+
+    def count_cells(self, rows, execute, cells, cache) -> dict[int, np.ndarray]:
+        state = cache.setdefault(("ldpql.minimum", rows(self.value)), {})
+        g = self.grid
+        memo = state.setdefault("histograms", {})
+        todo = [c for c in cells if (g, c) not in memo and _cumulative(state.get(c), g) is None]
+        if todo:
+            self._query(rows, execute, todo, state)
+        for c in cells:
+            if (g, c) not in memo:
+                memo[(g, c)] = np.diff(np.concatenate([[0], _cumulative(state[c], g), [state[c].total]]))
+        return {c: memo[(g, c)] for c in cells}
+
+    def _query(self, rows, execute, cells, state) -> None:
+        first = [c for c in cells if c not in state]
+        if first:
+            self._first(rows, execute, first, state)
+        rest = [c for c in cells if c not in first]
+        if rest:
+            self._refine(rows, execute, rest, state)
+
+    def _first(self, rows, execute, cells, state) -> None:
+        """The search's first grid (the whole lattice): one scan, each user's block by arithmetic alone."""
+        g, lat = self.grid, self.grid.lattice
+        if (g.j0, g.j1) != (0, lat.top):
+            raise InternalError("LDP_MIN exact path: a search must start with the whole domain")
+        # q = ceil(g/B) (= ceil((v - a)/(W·B)) exactly: B is a power of two), clipped to [0, M]: 0 for v ≤ a,
+        # M for v above the domain. NULL lands on 0 (greatest() skips NULLs) and NaN on M (the largest double):
+        # both are counted apart and moved to the NULL value's index
+        q = f"CAST(least(greatest(ceil((x - ({lat.low!r})) / {lat.width * g.step!r}), 0), {g.size}) AS BIGINT)"
+        blocks = {c: np.zeros(g.size + 1, dtype=np.int64) for c in cells}
+        nulls = dict.fromkeys(cells, 0)
+        for c, k, count, bad in execute(f"SELECT cell, {q}, count(*), count(*) FILTER (x IS NULL OR isnan(x)) FROM "
+                                        f"({rows(self.value)}) AS r WHERE cell IN ({_ids(cells)}) GROUP BY ALL"):
+            blocks[c][int(k)] += int(count) - int(bad)
+            nulls[c] += int(bad)
+        for c in cells:
+            counts = state[c] = _Counts(int(blocks[c].sum()) + nulls[c], nulls[c], self.null_index)
+            counts.known[0] = int(blocks[c][0]) + counts._nulls(-1, 0)
+            counts.add_blocks(g, np.concatenate([[0], blocks[c][1:], [0]]))
+
+    def _refine(self, rows, execute, cells, state) -> None:
+        """A later grid, inside one block of an earlier one (so the counts at its ends are known): one scan
+        over the users in its range (a cheap comparison; the lattice index only for those), either held in
+        memory when few or counted per block."""
+        g, lat = self.grid, self.grid.lattice
+        lo, hi = lat.point(g.j0) - lat.slack, lat.point(g.j1) + lat.slack  # v ≤ lo: index ≤ j0; v > hi: > j1
+        inside = (f"SELECT cell, x AS v FROM ({rows(self.value)}) AS r "
+                  f"WHERE x > {lo!r} AND x <= {hi!r} AND cell IN ({_ids(cells)})")
+        if sum(state[c].at(g.j1) - state[c].at(g.j0) for c in cells) <= FETCH_LIMIT:
+            gsql = index_sql("v", lat)
+            by_cell = {c: [] for c in cells}
+            for c, gi in execute(f"SELECT cell, CAST({gsql} AS BIGINT) FROM ({inside}) AS s "
+                                 f"WHERE {gsql} > {g.j0} AND {gsql} <= {g.j1}"):
+                by_cell[c].append(gi)
+            for c in cells:
+                state[c].keep_sample(g.j0, g.j1, np.sort(np.array(by_cell[c], dtype=np.int64)))
+            return
+        q = (f"CAST(least(greatest(ceil((v - ({lat.low!r})) / {lat.width * g.step!r} - {g.j0 // g.step}), 0), "
+             f"{g.size + 1}) AS BIGINT)")
+        blocks = {c: np.zeros(g.size + 2, dtype=np.int64) for c in cells}   # [≤ j0, blocks 0..M-1, > j1]
+        for c, k, count in execute(f"SELECT cell, {q}, count(*) FROM ({inside}) AS s GROUP BY ALL"):
+            blocks[c][int(k)] += int(count)
+        for c in cells:
+            state[c].add_blocks(g, blocks[c])
+
+
+def _ids(cells) -> str:
+    return ", ".join(str(int(c)) for c in cells)
+
+
+class _Counts:
+    """What the exact path knows about one group's users on the lattice: their number (NULL/NaN users sit at
+    the NULL value's index), the exact count at or below every index seen, and maybe a sample in memory."""
+
+    def __init__(self, total: int, nulls: int, null_index: int):
+        self.total, self.nulls, self.null_index = total, nulls, null_index
+        self.known: dict[int, int] = {}
+        self.sample: tuple[int, int, np.ndarray] | None = None
+
+    def _nulls(self, lo: int, hi: int) -> int:
+        """NULL/NaN users with lo < index ≤ hi."""
+        return self.nulls if lo < self.null_index <= hi else 0
+
+    def at(self, j: int) -> int | None:
+        """Users with index ≤ j, when known."""
+        if j in self.known:
+            return self.known[j]
+        if self.sample is not None and self.sample[0] <= j <= self.sample[1]:
+            s0, _, values = self.sample
+            return self.known[s0] + int(np.searchsorted(values, j, side="right")) + self._nulls(s0, j)
+        return None
+
+    def keep_sample(self, j0: int, j1: int, values: np.ndarray) -> None:
+        expected = self.at(j1) - self.at(j0) - self._nulls(j0, j1)
+        if len(values) != expected:
+            raise InternalError(f"LDP_MIN exact path: {len(values)} users in a lattice range where the counts say "
+                                f"{expected}")
+        self.sample = (j0, j1, values)
+
+    def add_blocks(self, g: Grid, blocks: np.ndarray) -> None:
+        """Counts of one grid: blocks[1..M] the non-NULL users per block (blocks[0] and blocks[M+1], users of
+        the range's margins at or below j0 and above j1, are already counted at j0 and at j1)."""
+        base = self.known[g.j0]
+        cum = base + np.cumsum(blocks[1:g.size + 1])
+        before = self.known.get(g.j1)
+        for k in range(1, g.size + 1):
+            j = g.j0 + k * g.step
+            self.known[j] = int(cum[k - 1]) + self._nulls(g.j0, j)
+        if before is not None and before != self.known[g.j1]:
+            raise InternalError(f"LDP_MIN exact path: {self.known[g.j1]} users at or below a lattice point where "
+                                f"the counts say {before}")
+
+
+def _cumulative(counts: _Counts | None, g: Grid) -> np.ndarray | None:
+    """Users at or below each inner threshold of grid g, or None when not known yet."""
+    if counts is None:
+        return None
+    out = []
+    for k in range(1, g.size):
+        v = counts.at(g.j0 + k * g.step)
+        if v is None:
+            return None
+        out.append(v)
+    return np.array(out, dtype=np.int64)
+
+
+def cell_sql(col: Column, dom: NumericDomain, grid: Grid, negate: bool) -> str:
+    """DuckDB expression: the user's block in ``grid`` (per-user path): the block of its lattice index, NULL and
+    NaN taking the block of the domain's NULL value (the same as ``grid.cell(lattice.index(clamped value))``:
+    the index is monotone, so clamping to the domain first changes nothing)."""
+    v = value_sql(col, dom, negate)
+    null = -dom.null_value if negate else dom.null_value
+    null_block = int(grid.cell(grid.lattice.index(np.array([null])))[0])
+    g = f"least(greatest({index_sql(v, grid.lattice)}, {float(grid.j0)!r}), {float(grid.j1)!r})"
+    return (f"CASE WHEN {v} IS NULL OR isnan({v}) THEN {null_block} "
+            f"ELSE CAST(greatest(ceil(({g} - {grid.j0}) / {grid.step}), 1) AS BIGINT) - 1 END")
+
+
+def _encoder(t: ExtremeTarget):
+    v = value_sql(t.column_def, t.domain, t.negate)
+    null = -t.domain.null_value if t.negate else t.domain.null_value
+
+    def encode(grid: Grid) -> SearchEncoding:
+        return SearchEncoding(cell_sql(t.column_def, t.domain, grid, t.negate), grid.size, t.column, grid=grid,
+                              value=v, null_index=int(grid.lattice.index(np.array([null]))[0]))
+    return encode
+
+
+# ---- candidates --------------------------------------------------------------------------------------------
+
+def extreme_candidates(t: ExtremeTarget) -> list[Candidate]:
+    """The bisection (chosen) and the Laplace baseline (only when asked for by name)."""
+    half, _ = t.affine
+    alpha_ref = t.alpha or 1.0
+
+    def predict(eps: float, n: int) -> float:
+        return half * schedule(n, eps, t.alpha).bound(alpha_ref)
+
+    def check(eps: float, n: int) -> str | None:
+        if math.isinf(eps):
+            return None
+        s = schedule(n, eps, t.alpha)
+        bisect.rounds = s.depth
+        if t.rounds_limit and s.depth > t.rounds_limit:
+            return f"needs {s.depth} sequential rounds at n = {n:,}; at most {t.rounds_limit} allowed"
+        if s.degenerate and not t.force:
+            return degenerate_reason(s) + "; OPTIONS (force = true) runs it anyway"
+        return None
+
+    def protocol(eps: float):
+        def factory(n: int):
+            s = schedule(n, eps, t.alpha)
+            if s.degenerate and not t.force:
+                raise PlanError(f"{t.call_sql}: a group of {n:,} users is too small at ε = {eps:g}: "
+                                + degenerate_reason(s), hint="use fewer, larger groups, a larger ε, or "
+                                                             "OPTIONS (force = true) to run it anyway")
+            return search(n, s, t.domain.low, t.domain.high, _encoder(t), t.negate)
+        return factory
+
+    def describe(eps: float, n: int) -> list[str]:
+        return explain_lines(t, eps, n)
+
+    bisect = Candidate(f"bisect_{t.kind}", "local", 2, predict, protocol,
+                       note=f"Algorithm 2, fixed data, α = {alpha_ref:g}", check=check, describe=describe)
+    bisect.predicts, bisect.share_n = "mean_abs_bound", True
+
+    def laplace_predict(eps: float, n: int) -> float:
+        return half * laplace_error(n, eps)
+
+    def laplace_check(eps: float, n: int) -> str | None:
+        if "was asked for" in bisect.rejected:   # the planner's OPTIONS (mechanism = ...) override
+            return None
+        return f"the naive baseline runs only when asked for: OPTIONS (mechanism = 'laplace_{t.kind}')"
+
+    def laplace(eps: float):
+        return lambda n: laplace_protocol(n, eps, t.encoding, half, t.affine[1], t.negate)
+
+    lap = Candidate(f"laplace_{t.kind}", "local", 1, laplace_predict, laplace,
+                    note="spec §2.6, all users at the extreme", check=laplace_check)
+    lap.predicts = "mean_abs"
+    return [bisect, lap]
+
+
+def degenerate_reason(s: Schedule) -> str:
+    """Why a schedule with γ ≥ 1 cannot find the extreme, and the n or ε that would."""
+    users = min_users(s.epsilon, s.alpha)
+    eps = min_epsilon(s.n, s.alpha)
+    fix = f"γ < 1 needs n ≥ {users:,} at ε = {s.epsilon:g}" if users else f"no n gives γ < 1 at ε = {s.epsilon:g}"
+    fix += f", or ε ≥ {_round_up(eps)} at n = {s.n:,}" if eps else f" (no ε is enough at n = {s.n:,})"
+    return (f"γ = {s.gamma:.3g} ≥ 1 at n = {s.n:,} and ε = {s.epsilon:g}: too few users for this ε, the search "
+            f"would only drift to the end of the domain; {fix}")
+
+
+def _round_up(x: float, digits: int = 3) -> str:
+    """x rounded up to ``digits`` significant digits (a threshold shown must still be enough)."""
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(x)))
+    return f"{math.ceil(x * scale) / scale:g}"
+
+
+def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
+    """EXPLAIN: the schedule, L, h_N, γ, ε per round, the rounds as the users' ε spend, the error bound with its
+    assumption on α, the interval the result will carry, and the groups."""
+    half, _ = t.affine
+    s = schedule(n, eps, t.alpha)
+    what = "maximum" if t.negate else "minimum"
+    if s.exact:
+        resolution = 2 * half * 2.0 ** -(s.depth + 1)
+        return [f"schedule    noise off: Algorithm 1 (exact bisection), {s.depth} rounds, resolution {resolution:.3g}"]
+    alpha_ref = t.alpha or 1.0
+    p_flip = 1 / (1 + math.exp(s.round_epsilon))
+    corollary = (f"Corollary 1: O((ln³n/(ε² n))^(1/2α)) for every α ≥ {t.alpha:g}" if t.alpha is not None else
+                 "Corollary 2: O((ln⁶n/(ε² n))^(1/2α)) for every α > 0")
+    schedule_line = f"schedule    {s.name}: L = {s.depth}, h_N = {s.h:.4g}, γ = {s.gamma:.4g} (at n = {n:,})"
+    rounds_line = (f"rounds      every user answers all {s.depth} rounds by binary RR at ε/L = {s.round_epsilon:.4g} "
+                   f"(flip probability {p_flip:.4f}): {s.depth} × {s.round_epsilon:.4g} = ε {eps:g} per user")
+    bound_line = (f"bound       E|error| ≤ {half * s.bound(alpha_ref):.4g} (Theorem 4, fixed data) if the data are at "
+                  f"least as dense near their {what} as a spread over the whole domain with tail exponent "
+                  f"α = {alpha_ref:g}; rate (L² h_N/(ε² n))^(1/2α) = {half * s.rate(alpha_ref):.4g} (Theorem 2; "
+                  f"{corollary})")
+    interval_line = (f"interval    one-sided: {what} {'≥ bottom' if t.negate else '≤ top'} of the final interval "
+                     f"with probability ≥ {s.confidence():.6g} (exact binomial tail of a wrong step, union over L "
+                     "rounds; no assumption on the data); the other end is the domain's")
+    lines = [schedule_line, rounds_line, bound_line, interval_line]
+    if t.grouped:
+        users = min_users(eps, t.alpha)
+        need = (f"γ < 1 needs n ≥ {users:,} per group at ε = {eps:g}" if users and users > 2 else
+                f"γ < 1 for every group size at ε = {eps:g}")
+        lines.append(f"groups      each group runs its own search, with L, h_N and γ from its own n; {need}")
+    if s.degenerate:
+        lines.append("WARNING     " + degenerate_reason(s) + " (force = true)")
+    return lines
+
+
+register_aggregate(AggregateSpec("LDP_MIN", "LDP_MIN(column [, alpha => a])",
+                                 "minimum of a bounded numeric column (locally private bisection)", "min",
+                                 resolve_extreme, extreme_candidates, named_args=("alpha",)))
+register_aggregate(AggregateSpec("LDP_MAX", "LDP_MAX(column [, alpha => a])",
+                                 "maximum of a bounded numeric column (locally private bisection)", "max",
+                                 resolve_extreme, extreme_candidates, named_args=("alpha",)))
