@@ -37,8 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import integrate, special
-from scipy.stats import binom
 
 from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Reply, Round, register
 from ldpql.mechanisms.identity import Identity
@@ -148,6 +146,8 @@ def _wrong_step(n: int, round_epsilon: float, gamma: float) -> float:
         c -= 1
     while c <= n and phi(c) < gamma:
         c += 1
+    from scipy.stats import binom  # imported here: scipy.stats adds ~1 s to `import ldpql`
+
     return 0.0 if c > n else float(binom.sf(c - 1, n, q))
 
 
@@ -477,6 +477,8 @@ def laplace_error(n: int, epsilon: float) -> float:
     i.e. about b(H_n - ln 2)."""
     if math.isinf(epsilon):
         return 0.0
+    from scipy import integrate, special  # imported here: keeps `import ldpql` fast
+
     b, n = 2.0 / epsilon, max(int(n), 1)
     harmonic = float(special.digamma(n + 1)) + float(np.euler_gamma)
     tail, _ = integrate.quad(lambda s: (1 - s) ** n / s, 0.5, 1.0)

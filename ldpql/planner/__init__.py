@@ -186,7 +186,8 @@ def _resolve_call(ctx: _Context, call: ast.Call) -> AggregatePlan:
         if arg.name not in ("epsilon", "mechanism") + spec.named_args:
             raise ctx.error(PlanError, f"{spec.name} has no argument `{arg.name}`", arg, width=len(arg.name),
                             hint=f"named arguments: {', '.join(('epsilon', 'mechanism') + spec.named_args)}")
-    target = spec.resolve(call, ctx.table, ctx.text)
+    extra = {"select": ctx.select, "options": ctx.options} if spec.statement_aware else {}
+    target = spec.resolve(call, ctx.table, ctx.text, **extra)
     agg = AggregatePlan(len(ctx.aggregates), "", call, spec.kind, target, candidates=spec.candidates(target))
     ctx.aggregates.append(agg)
     return agg

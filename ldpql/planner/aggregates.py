@@ -31,9 +31,12 @@ class AggregateSpec:
     signature: str
     doc: str
     kind: str
-    resolve: Callable[[ast.Call, Table, str], Target]
+    resolve: Callable[..., Target]
     candidates: Callable[[Target], list[Candidate]]
     named_args: tuple[str, ...] = ()
+    # resolve(call, table, text) by default; a statement-aware family also gets select= (the SELECT) and
+    # options= (the statement's OPTIONS over the session's SET values, already checked)
+    statement_aware: bool = False
 
 
 AGGREGATES: dict[str, AggregateSpec] = {}

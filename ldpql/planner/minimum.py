@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpql.catalog import Column, NumericDomain, Table
-from ldpql.errors import Error, InternalError, PlanError
-from ldpql.grammar import ast, parse
+from ldpql.errors import InternalError, PlanError
+from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Encoding
 from ldpql.mechanisms.minimum import (
@@ -63,8 +63,11 @@ class ExtremeTarget(Target):
 
 # ---- resolve -----------------------------------------------------------------------------------------------
 
-def resolve_extreme(call: ast.Call, table: Table, text: str) -> ExtremeTarget:
-    """A private numeric column with a declared BETWEEN domain; the optional alpha => α₀ argument."""
+def resolve_extreme(call: ast.Call, table: Table, text: str, select: ast.Select | None = None,
+                    options: dict | None = None) -> ExtremeTarget:
+    """A private numeric column with a declared BETWEEN domain; the optional alpha => α₀ argument. The
+    statement's options (SET values included) say whether a degenerate search may run (force) and how many
+    sequential rounds the deployment allows (rounds)."""
     ref, col = _column_arg(call, table, text)
     dom = col.domain
     name = call.name.upper()
@@ -73,7 +76,7 @@ def resolve_extreme(call: ast.Call, table: Table, text: str) -> ExtremeTarget:
             raise _missing_domain(col, ref, text, name)
         raise _err(PlanError, f"{name} needs a numeric column; `{col.name}` is categorical", ref, text,
                    width=len(col.name), hint="declare it BETWEEN lo AND hi, or use LDP_HISTOGRAM for categories")
-    options, select = _statement(call, text)
+    options = options or {}
     half, mid = (dom.high - dom.low) / 2, (dom.high + dom.low) / 2
     scaled = f"(({dom.clamped_sql(col.name)}) - {mid!r}) / {half!r}"
     kind = "max" if name == "LDP_MAX" else "min"
@@ -100,26 +103,8 @@ def _alpha(call: ast.Call, text: str) -> float | None:
     return float(v)
 
 
-def _statement(call: ast.Call, text: str) -> tuple[dict, ast.Select | None]:
-    """The OPTIONS and the SELECT this call belongs to, found again in the statement text (the planner hands an
-    aggregate its call and the text, not the statement). Options set with SET are not seen here."""
-    try:
-        statements = parse(text)
-    except Error:
-        return {}, None
-    selects = [getattr(s, "select", s) for s in statements]
-    selects = [s for s in selects if isinstance(s, ast.Select)]
-    found = [s for s in selects if any(i.expr == call and i.expr.pos == call.pos for i in s.items)] or \
-        [s for s in selects if any(i.expr == call for i in s.items)]
-    if len(found) != 1:
-        return {}, None
-    return {o.name.lower(): o.value.value for o in found[0].options}, found[0]
-
-
 def _option(options: dict, key: str):
-    from ldpql.planner import check_option  # the planner package imports this module at its end
-
-    return check_option(key, options[key]) if key in options else None
+    return options.get(key)
 
 
 # ---- the SQL of one round: each user's block in the round's grid ------------------------------------------
@@ -409,7 +394,9 @@ def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
 
 register_aggregate(AggregateSpec("LDP_MIN", "LDP_MIN(column [, alpha => a])",
                                  "minimum of a bounded numeric column (locally private bisection)", "min",
-                                 resolve_extreme, extreme_candidates, named_args=("alpha",)))
+                                 resolve_extreme, extreme_candidates, named_args=("alpha",),
+                                 statement_aware=True))
 register_aggregate(AggregateSpec("LDP_MAX", "LDP_MAX(column [, alpha => a])",
                                  "maximum of a bounded numeric column (locally private bisection)", "max",
-                                 resolve_extreme, extreme_candidates, named_args=("alpha",)))
+                                 resolve_extreme, extreme_candidates, named_args=("alpha",),
+                                 statement_aware=True))
