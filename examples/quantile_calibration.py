@@ -1,0 +1,74 @@
+"""Calibrate the planner's predicted rank error for LDP_QUANTILE (spec §6 rule 6).
+
+The planner predicts each candidate's rank error as α(confidence) ≈ z·σ, with σ = A · (a closed-form scale)
+(``ldpql/planner/quantile.py``: sigma_bayess, sigma_nbs, sigma_hierarchical). This script runs the engine's
+protocols (engine mode, the planner's round caps) through the numpy driver (users at random positions, as
+the executor's hash places them) on the paper's datasets and on uniform data, measures the 95% quantile of the rank error max(F(v-1) - τ, τ - F(v), 0) of the returned value
+v, and prints the factor A each configuration implies. Run: ``python examples/quantile_calibration.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from quantile_paper import pareto_data, uniform_data  # noqa: E402
+
+from ldpql.mechanisms.hierarchical import hierarchical_protocol  # noqa: E402
+from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol, simulate  # noqa: E402
+from ldpql.planner import quantile as planner  # noqa: E402
+
+DATASETS = {"pareto 2500, 4^9": lambda: (pareto_data(2500, 9), 4 ** 9),
+            "pareto 10000, 4^8": lambda: (pareto_data(10000, 8), 4 ** 8),
+            "uniform 2500, 10^6": lambda: (uniform_data(2500, 10 ** 6), 10 ** 6),
+            "uniform 40000, 10^3": lambda: (uniform_data(40000, 10 ** 3), 10 ** 3)}
+SIGMA = {"bayess": planner.sigma_bayess, "naive_nbs": planner.sigma_nbs, "hierarchical": planner.sigma_hierarchical}
+FACTOR = {"bayess": "A_BAYESS", "naive_nbs": "A_NBS", "hierarchical": "A_HIER"}
+
+
+def rank_errors(data: np.ndarray, coins: np.ndarray, tau: float) -> np.ndarray:
+    s = np.sort(data)
+    f = np.searchsorted(s, coins, side="right") / len(s)
+    below = np.searchsorted(s, coins - 1, side="right") / len(s)
+    return np.maximum(np.maximum(below - tau, tau - f), 0.0)
+
+
+def factory(mechanism: str, coins: int, eps: float, tau: float):
+    space = CoinSpace(coins)
+    if mechanism == "bayess":
+        return bayess_protocol(space, eps, tau, max_rounds=planner.BAYESS_ROUNDS)
+    if mechanism == "naive_nbs":
+        return nbs_protocol(space, eps, tau)
+    return hierarchical_protocol(space, eps, [tau])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=60)
+    ap.add_argument("--tau", type=float, default=0.5)
+    args = ap.parse_args()
+    ratios: dict[str, list[float]] = {m: [] for m in SIGMA}
+    for name, make in DATASETS.items():
+        data, coins = make()
+        for eps in (0.25, 0.5, 1.0, 2.0, 4.0):
+            for mech, sigma in SIGMA.items():
+                base = sigma(eps, len(data), coins) / getattr(planner, FACTOR[mech])
+                vals = [simulate(factory(mech, coins, eps, args.tau)(len(data)), np.random.default_rng([7, t]),
+                                 coins=data, exact_positions=False).extra["coin"] for t in range(args.trials)]
+                q95 = float(np.quantile(rank_errors(data, np.array(vals), args.tau), 0.95))
+                ratio = q95 / 1.96 / base
+                if base * getattr(planner, FACTOR[mech]) < planner.USELESS * 0.8:
+                    ratios[mech].append(ratio)
+                print(f"{name:22s} eps {eps:4g} {mech:13s} q95 {q95:.4f}  model σ(A=1) {base:.4f}  A = {ratio:.3f}")
+    for mech, r in ratios.items():
+        print(f"{FACTOR[mech]}: median {np.median(r):.3f}, 80th percentile {np.quantile(r, 0.8):.3f} over {len(r)}"
+              f" configurations (now {getattr(planner, FACTOR[mech])})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The hierarchical mechanism for quantiles (Cormode, Kulkarni, Srivastava 2019), the paper's one-round baseline.
+
+Privacy: ε-LDP. Each user belongs to one level of a b-ary tree over the K coins (levels counted from the
+leaves, the root excluded; the level is a function of the user's position and the seed, never of a value) and
+reports the node holding its value through the engine's OUE (:class:`~ldpql.mechanisms.oue.OUE`) at ε: one
+report per user, in one non-adaptive collection.
+Utility: each level's frequencies are unbiased with OUE's variance over ~n/h users; a prefix [0, x] is the sum
+of at most (b - 1) nodes per level (about (b-1)h/2 on average), so Var F̂(x) <= (b-1)h · 4e^ε h/((e^ε-1)² n), and the
+rank error needs n = O(log³ B/(ε²α²)) (spec §2.7). No post-processing (A10).
+Runtime: h exact-path rounds (DuckDB GROUP BY per level, two binomials per node), then O(K h) numpy.
+Citations: spec seed-001-quantile.md §2.7 and A10; OUE as in seed-002 §3.2.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Callable
+
+import numpy as np
+
+from ldpql.mechanisms.base import Estimate, Protocol, Reply, Round
+from ldpql.mechanisms.identity import Identity
+from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.quantile import CoinSpace, _no_users, edges, split_evenly
+
+BRANCHING = 4
+
+
+def level_widths(size: int, branching: int = BRANCHING) -> list[int]:
+    """Node widths b^l of the levels l = 0..h-1 (leaves first), h the smallest with b^h >= size; the root
+    (width b^h) is not queried. A single coin has one level of leaves."""
+    widths = [1]
+    while widths[-1] * branching < size:
+        widths.append(widths[-1] * branching)
+    return widths
+
+
+def prefix_masses(per_level: list[np.ndarray], widths: list[int], branching: int, size: int) -> np.ndarray:
+    """For every coin x, the sum of node values over the b-adic decomposition of [0, x] with the fewest nodes
+    (as the authors' tree computes it): [0, y), y = x + 1, is at each level l the left siblings, inside their
+    parent, of the level-l node holding y, plus all the top-level nodes left of it (the root is not asked).
+    Accumulated top-down over the nodes, with one virtual node past the end for y = K: O(number of nodes)."""
+    acc = np.zeros(1)
+    top = len(widths) - 1
+    for level in range(top, -1, -1):
+        vals = np.concatenate([np.asarray(per_level[level], dtype=float), [0.0]])
+        cs = np.concatenate([[0.0], np.cumsum(vals)])
+        i = np.arange(len(vals))
+        siblings = cs[i] - (0.0 if level == top else cs[(i // branching) * branching])
+        acc = siblings if level == top else np.repeat(acc, branching)[: len(vals)] + siblings
+    return acc[1: size + 1]
+
+
+def _level_randomizer(eps: float, nodes: int):
+    return Identity(nodes) if math.isinf(eps) else OUE(eps, max(nodes, 2))
+
+
+def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], branching: int, size: int):
+    """(F̂(x), Var F̂(x)) for every coin x from the per-level replies (unbiased, no consistency step)."""
+    freqs, variances = [], []
+    for reply, r, w in zip(replies, randomizers, widths):
+        nodes = -(-size // w)
+        if reply.n == 0:
+            freqs.append(np.zeros(nodes))
+            variances.append(np.full(nodes, math.inf))
+            continue
+        f = np.asarray(r.estimate(reply.summary, reply.n), dtype=float)[:nodes]
+        freqs.append(f)
+        variances.append(np.asarray(r.variance(np.clip(f, 0.0, 1.0), reply.n), dtype=float)[:nodes])
+    return prefix_masses(freqs, widths, branching, size), prefix_masses(variances, widths, branching, size)
+
+
+def choose_coin(cdf: np.ndarray, tau: float, paper: bool = False) -> int:
+    """The answer from F̂. Paper: the first argmin of |F̂(x) - τ| (A10). Engine: the value v whose estimated
+    interval [F̂(v-1), F̂(v)] is closest to holding τ (the A1 reading), the middle one when several hold it."""
+    if paper:
+        return int(np.argmin(np.abs(cdf - tau)))
+    below = np.concatenate([[0.0], cdf[:-1]])
+    err = np.maximum(np.maximum(below - tau, tau - cdf), 0.0)
+    best = np.flatnonzero(err <= err.min())
+    return int(best[len(best) // 2])
+
+
+def cdf_interval(cdf: np.ndarray, var: np.ndarray, tau: float, coin: int, levels: int, branching: int,
+                 confidence: float) -> tuple[int, int]:
+    """Coins [low, high] holding the true τ-quantile Q: low is the first x whose upper bound reaches τ (fails
+    only if F̂(Q) is too low: one test), high the first x whose lower bound does (fails if any x < Q is too
+    high: Bonferroni over the ~(b-1)h independent node sums a prefix is made of)."""
+    miss = 1 - confidence
+    se = np.sqrt(var)
+    z_low = NormalDist().inv_cdf(1 - miss / 2)
+    z_high = NormalDist().inv_cdf(1 - miss / (2 * max(levels * (branching - 1), 1)))
+    up = np.flatnonzero(cdf + z_low * se >= tau)
+    down = np.flatnonzero(cdf - z_high * se >= tau)
+    low = int(up[0]) if len(up) else 0
+    high = int(down[0]) if len(down) else len(cdf) - 1
+    return min(low, high, coin), max(low, high, coin)
+
+
+def hierarchical_protocol(space: CoinSpace, eps: float, taus: list[float], branching: int = BRANCHING,
+                          paper: bool = False) -> Callable[[int], Protocol]:
+    """One collection: the users of level l (a 1/h share) report their node at that level through OUE; every
+    τ of ``taus`` is then read from the same estimated CDF (``extra['answers']``)."""
+    def protocol(n: int) -> Protocol:
+        if n == 0:
+            return _no_users()
+        if space.size == 1:
+            return _release(space, taus, np.ones(1), np.zeros(1), 1, branching, paper)
+        widths = level_widths(space.size, branching)
+        batches = edges(0, split_evenly(n, len(widths)), n)
+        randomizers, replies = [], []
+        for w, users in zip(widths, batches):
+            enc = space.level(w)
+            r = _level_randomizer(eps, enc.size)
+            randomizers.append(r)
+            replies.append((yield Round(r, enc, users=users, label=f"level of width {w}")))
+        cdf, var = cdf_estimate(replies, randomizers, widths, branching, space.size)
+        return _release(space, taus, cdf, var, len(widths), branching, paper)
+    return protocol
+
+
+def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarray, levels: int, branching: int,
+             paper: bool) -> Estimate:
+    answers = {}
+    for tau in taus:
+        coin = choose_coin(cdf, tau, paper)
+
+        def interval(confidence: float, tau=tau, coin=coin):
+            low, high = cdf_interval(cdf, var, tau, coin, levels, branching, confidence)
+            return np.array([space.value(low)]), np.array([space.value(high)])
+
+        answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
+                                extra={"coin": coin, "mechanism": "hierarchical", "interval": interval})
+    values = np.array([float(a.values[0]) for a in answers.values()])
+    first = next(iter(answers.values()))
+    return Estimate(values, np.full(len(values), math.nan),
+                    extra={"answers": answers, "coin": first.extra["coin"], "levels": levels, "cdf": cdf, "var": var})

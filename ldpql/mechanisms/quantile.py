@@ -1,0 +1,686 @@
+"""Quantiles under LDP by noisy binary search (seed 001): DpNaiveNBS, DpBayesLearn / DpBayeSS, and their coins.
+
+Privacy: ε-LDP for every user. Each protocol here gives every user **one** round (its rounds take disjoint
+user intervals), in which the user sends one bit, ``1[x <= coin]``, through the engine's binary randomized
+response (:class:`~ldpql.mechanisms.rr.RandomizedResponse`) at the protocol's ε. Which coin a round asks is
+chosen from earlier rounds' released counts only (post-processing), so a user's privacy is exactly the ε of
+the one RR it ran; the executor checks that no user is in two rounds.
+Utility: DpBayeSS finds an α-approximate τ-quantile (rank error α) with n = O(log B/(ε²α²)) users, DpNaiveNBS
+with an extra log log B factor (spec §3, Thms 1.1 and G.3); the planner's predictions are calibrated on the
+released success rates (spec §4.5).
+Runtime: one DuckDB scan (exact path) per round. BayesLearn's exact Bayes update runs on a lazy binary tree
+over the B - 1 coin intervals (:class:`PosteriorTree`): O(log B) per round, O(rounds · log B) memory, so B
+may be 10^6 or an int64 range.
+Citations: Aamand, Boninsegna, Gentle, Imola, Pagh, ICML 2025; spec seed-001-quantile.md §2.1-2.6, §5 (A1-A9).
+
+Coins: a quantile query searches K ordered coins (the values of an integer domain, or the buckets of a
+continuous one); coin k stands for the event ``bucket(x) <= k``. ``paper=True`` reproduces the authors' code
+exactly (ties go right, the coin j of spec A1 is returned, ceil(log2 K) NBS batches); the engine's default
+returns the value j + 1 and runs ceil(log2(K + 1)) batches so that a noise-free search is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Callable, Iterator
+
+import numpy as np
+
+from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Reply, Round
+from ldpql.mechanisms.identity import Identity
+from ldpql.mechanisms.rr import RandomizedResponse
+
+C_DEFAULT = 0.6          # spec §2.4.1: a_u = c sqrt(ln B / n)
+STAGE2_CAP = 13          # spec §2.4 line 9 / A3: second screening only when more than 13 intervals remain
+MIN_BAYESS_COINS = 16    # spec §2.4 guards / §6 rule 5: plain NaiveNBS below this
+
+
+# ---- coins and encodings ------------------------------------------------------------------------------------
+
+_ONE, _ZERO = np.array([0, 1], dtype=np.int64), np.array([1, 0], dtype=np.int64)
+_ONE.flags.writeable = _ZERO.flags.writeable = False
+
+@dataclass(frozen=True)
+class ThresholdEncoding(Encoding):
+    """``1[bucket(x) <= coin]``: what a user computes for one noisy-binary-search question."""
+
+    coin: int = 0
+
+    def counts(self, coins: np.ndarray) -> np.ndarray:
+        """Input histogram (users answering 0, users answering 1) of users holding ``coins``."""
+        if len(coins) == 1:  # BayesLearn's one-user rounds: skip numpy's per-call overhead
+            return _ONE if coins[0] <= self.coin else _ZERO
+        ones = int(np.count_nonzero(coins <= self.coin))
+        return np.array([len(coins) - ones, ones], dtype=np.int64)
+
+    def counts_from_histogram(self, hist: np.ndarray) -> np.ndarray:
+        ones = int(hist[: self.coin + 1].sum())
+        return np.array([int(hist.sum()) - ones, ones], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class LevelEncoding(Encoding):
+    """``bucket(x) // width``: the node of a b-adic tree level (``size`` nodes) holding the user's value."""
+
+    width: int = 1
+
+    def counts(self, coins: np.ndarray) -> np.ndarray:
+        return np.bincount(coins // self.width, minlength=self.size).astype(np.int64)
+
+    def counts_from_histogram(self, hist: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(hist, np.arange(0, len(hist), self.width)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class CoinSpace:
+    """The K coins of a quantile query and the SQL that maps a user's row to its coin (bucket) index.
+
+    ``bucket_sql`` is a DuckDB expression with values 0..size-1 (the planner builds it from the declared
+    domain); coin k stands for the values [low + k*step, low + (k+1)*step) and is reported as
+    ``low + k*step + offset`` (the value itself for one coin per integer, a bucket's midpoint otherwise).
+    """
+
+    size: int
+    bucket_sql: str = "x"
+    low: float = 0.0
+    step: float = 1.0
+    integer: bool = True
+    offset: float = 0.0
+
+    def threshold(self, coin: int) -> ThresholdEncoding:
+        return ThresholdEncoding(f"CASE WHEN {self.bucket_sql} <= {int(coin)} THEN 1 ELSE 0 END", 2,
+                                 f"x <= coin {coin}", coin=int(coin))
+
+    def level(self, width: int) -> LevelEncoding:
+        nodes = -(-self.size // width)
+        return LevelEncoding(f"CAST(({self.bucket_sql}) // {int(width)} AS BIGINT)", nodes, f"node of width {width}",
+                             width=int(width))
+
+    def value(self, coin: float) -> float:
+        """The reported value of coin ``coin``."""
+        return self.low + coin * self.step + self.offset
+
+
+# ---- the BayesLearn posterior ------------------------------------------------------------------------------
+
+class PosteriorTree:
+    """Weights of ``size`` ordered intervals, uniform at first, under the BayesLearn update (spec §2.2).
+
+    A lazy binary tree over [0, size): nodes are created on the paths the search visits; an unexpanded node
+    spreads its mass uniformly, and a pending multiplier waits on each node until the search descends through
+    it. :meth:`locate` finds the interval holding a posterior quantile (and the mass left of it);
+    :meth:`update` multiplies everything left of that interval by one factor, everything right by another,
+    and sets the interval's own weight, all along the same root-to-leaf path: O(log size) per round.
+    """
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError("a posterior needs at least one interval")
+        self.size = size
+        self.lo, self.hi, self.sum, self.mul, self.kid = [0], [size], [1.0], [1.0], [0]
+        self._path: tuple[list[int], list[int], list[int]] = ([], [], [])
+        self._leaf = 0
+
+    @property
+    def total(self) -> float:
+        return self.sum[0]
+
+    def _expand(self, node: int) -> int:
+        """Give an unexpanded node two children that split its (uniform) mass by length; returns the left."""
+        lo, hi = self.lo[node], self.hi[node]
+        mid, s, k = (lo + hi) // 2, self.sum[node], len(self.lo)
+        left = s * (mid - lo) / (hi - lo)
+        self.lo += (lo, mid)
+        self.hi += (mid, hi)
+        self.sum += (left, s - left)
+        self.mul += (1.0, 1.0)
+        self.kid += (0, 0)
+        self.kid[node], self.mul[node] = k, 1.0
+        return k
+
+    def _push(self, node: int) -> int:
+        """The left child of ``node`` (expanding it if needed), after pushing its pending multiplier down."""
+        k = self.kid[node]
+        if k == 0:
+            return self._expand(node)
+        m = self.mul[node]
+        if m != 1.0:
+            s, mul = self.sum, self.mul
+            s[k] *= m
+            mul[k] *= m
+            s[k + 1] *= m
+            mul[k + 1] *= m
+            mul[node] = 1.0
+        return k
+
+    def locate(self, q: float) -> tuple[int, float, float]:
+        """(j, mass left of interval j, weight of j) for j = min{k : sum of weights up to k >= q * total}.
+        Records the path for :meth:`update`."""
+        lo, hi, s, mul, kid = self.lo, self.hi, self.sum, self.mul, self.kid
+        target, node, acc = q * s[0], 0, 0.0
+        nodes, lefts, rights = [], [], []
+        while True:
+            k = kid[node]
+            if k == 0:  # a unit interval, or a node not yet expanded
+                if hi[node] - lo[node] == 1:
+                    break
+                k = self._expand(node)
+            elif mul[node] != 1.0:  # inlined _push: this loop is the hot path of BayesLearn
+                m = mul[node]
+                s[k] *= m
+                mul[k] *= m
+                s[k + 1] *= m
+                mul[k + 1] *= m
+                mul[node] = 1.0
+            nodes.append(node)
+            if acc + s[k] >= target:
+                rights.append(k + 1)
+                node = k
+            else:
+                acc += s[k]
+                lefts.append(k)
+                node = k + 1
+        self._path, self._leaf = (nodes, lefts, rights), node
+        return lo[node], acc, s[node]
+
+    def at(self, j: int) -> tuple[int, float, float]:
+        """Like :meth:`locate`, for a given interval j."""
+        node, acc = 0, 0.0
+        nodes, lefts, rights = [], [], []
+        while self.kid[node] or self.hi[node] - self.lo[node] > 1:
+            k = self._push(node)
+            nodes.append(node)
+            if j < self.hi[k]:
+                rights.append(k + 1)
+                node = k
+            else:
+                acc += self.sum[k]
+                lefts.append(k)
+                node = k + 1
+        self._path, self._leaf = (nodes, lefts, rights), node
+        return self.lo[node], acc, self.sum[node]
+
+    def update(self, left: float, right: float, weight: float) -> None:
+        """After :meth:`locate`/:meth:`at` found j: intervals < j times ``left``, > j times ``right``, j := weight."""
+        s, mul, kid = self.sum, self.mul, self.kid
+        nodes, lefts, rights = self._path
+        for o in lefts:
+            s[o] *= left
+            mul[o] *= left
+        for o in rights:
+            s[o] *= right
+            mul[o] *= right
+        s[self._leaf] = weight
+        for node in reversed(nodes):
+            k = kid[node]
+            s[node] = s[k] + s[k + 1]
+
+    def weights(self) -> np.ndarray:
+        """Every interval's weight (O(size); for tests and small posteriors)."""
+        out = np.zeros(self.size)
+
+        def walk(node: int, factor: float) -> None:
+            lo, hi, k = self.lo[node], self.hi[node], self.kid[node]
+            if k == 0:
+                out[lo:hi] = self.sum[node] * factor / (hi - lo)
+                return
+            for c in (k, k + 1):
+                walk(c, factor * self.mul[node])
+        walk(0, 1.0)
+        return out
+
+
+# ---- parameters (spec §2.4) --------------------------------------------------------------------------------
+
+def bayess_split(n: int, coins: int) -> tuple[int, int, int]:
+    """(m1, m2, m3): users for BayesLearn stage 1, stage 2 and the final NBS (m3 = the rest)."""
+    lb = math.log(coins)
+    llb = math.log(lb)
+    den = lb + llb + 1
+    m1, m2 = math.floor(n * lb / den), math.floor(n * llb / den)
+    return m1, m2, n - m1 - m2
+
+
+def alpha_update(n: int, coins: int, c: float = C_DEFAULT) -> float:
+    """a_u = c sqrt(ln B / n): BayesLearn's error parameter in RR space (does not depend on ε)."""
+    return c * math.sqrt(math.log(coins) / n)
+
+
+def bayess_guard(n: int, coins: int, c: float = C_DEFAULT) -> str | None:
+    """Why DpBayeSS cannot run on n users and ``coins`` coins (spec §2.4 guards), or None."""
+    if coins < MIN_BAYESS_COINS:
+        return f"the BayeSS split needs at least {MIN_BAYESS_COINS} coins (B = {coins}); NaiveNBS is used"
+    if n < 2 or alpha_update(max(n, 1), coins, c) >= 0.25:
+        return f"needs n > 16 c² ln B = {16 * c * c * math.log(coins):.0f} users, has {n}"
+    m1, m2, m3 = bayess_split(n, coins)
+    if m3 < 1 or m1 < 1:
+        return f"too few users ({n}) to split into three stages"
+    return None
+
+
+def nbs_steps(coins: int, paper: bool = False) -> int:
+    """Batches of DpNaiveNBS: ceil(log2 K) in the paper; ceil(log2 (K+1)) so that every search completes."""
+    if coins <= 1:
+        return 0
+    return math.ceil(math.log2(coins)) if paper else math.ceil(math.log2(coins + 1))
+
+
+def capacity_quantile(low: float, high: float) -> float:
+    """The posterior quantile q* to query in a binary asymmetric channel with heads probabilities ``low``
+    (target right of the query) and ``high`` (target left): the capacity-achieving input (spec §2.6)."""
+    def h(p: float) -> float:
+        return -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+    r = 1.0 / (1.0 + 2.0 ** ((h(high) - h(low)) / (high - low)))
+    return min(max((r - low) / (high - low), 1e-6), 1 - 1e-6)
+
+
+def likelihood_ratios(heads: int, users: int, low: float, high: float, q: float) -> tuple[float, float]:
+    """(P(y | target left)/P(y), P(y | target right)/P(y)) for ``heads`` ones out of ``users`` RR bits,
+    where the prior puts mass q left of the query point. With one user at q = 1/2 this is (1 ± 2a_u)."""
+    d = heads * math.log(high / low) + (users - heads) * math.log((1 - high) / (1 - low))
+    d = min(max(d, -700.0), 700.0)
+    return 1.0 / (q + (1 - q) * math.exp(-d)), 1.0 / (q * math.exp(d) + 1 - q)
+
+
+def edges(start: int, counts: list[int], n: int) -> list[tuple[float, float]]:
+    """User intervals for consecutive rounds of ``counts`` users, starting after user ``start`` of n.
+    Boundaries are k/n for integers k, so consecutive rounds share bit-identical ends (disjoint users)."""
+    cuts = np.cumsum([start] + list(counts))
+    # privacy-critical: round t ends exactly where round t + 1 starts, so no user is in two rounds
+    return [(float(a) / n, float(b) / n) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def split_evenly(users: int, rounds: int) -> list[int]:
+    """``users`` into ``rounds`` batches, the first ones one larger (DpNaiveNBS line 3)."""
+    f, r = divmod(users, rounds)
+    return [f + 1] * r + [f] * (rounds - r)
+
+
+# ---- DpNaiveNBS ------------------------------------------------------------------------------------------
+
+@dataclass
+class Question:
+    """One answered NBS question: the coin, the debiased fraction of users at or below it, and the batch."""
+
+    coin: int
+    estimate: float
+    users: int
+    variance: float
+
+
+@dataclass
+class SearchOutcome:
+    """Where a noisy binary search ended, and what it asked."""
+
+    coin: int
+    tests: list[Question] = field(default_factory=list)
+    users: int = 0
+
+
+def _bit_randomizer(eps: float):
+    # privacy-critical: every question is the engine's audited binary RR at the protocol's ε (noise off only
+    # for EPSILON INF, which the planner allows in evaluation mode only)
+    return Identity(2, "ones") if math.isinf(eps) else RandomizedResponse(eps)
+
+
+def _fraction(r, summary: np.ndarray, users: int) -> float:
+    """The debiased fraction of users at or below the coin (RR's estimate, in plain floats: it runs per round)."""
+    ones = float(summary[0]) / users
+    return (ones - (1 - r.p)) / (2 * r.p - 1) if isinstance(r, RandomizedResponse) else ones
+
+
+def _test_variance(eps: float, users: int, sampled: bool) -> float:
+    """Variance bound of one NBS estimate: RR noise e^ε/(e^ε-1)² plus sampling ≤ 1/4, over the batch size."""
+    rr = 0.0 if math.isinf(eps) else math.exp(eps) / math.expm1(eps) ** 2
+    return (rr + (0.25 if sampled else 0.0)) / max(users, 1)
+
+
+def search(space: CoinSpace, coins: np.ndarray, eps: float, tau: float, batches: list[tuple[float, float]],
+           paper: bool = False, sampled: bool = True) -> Iterator[Round]:
+    """DpNaiveNBS (spec §2.1) over the sorted ``coins``: one batch of users per question, each in one batch.
+
+    Returns a :class:`SearchOutcome`. Paper mode: ties go right and coin ``coins[idx]`` is returned (idx = -1
+    wraps, A7). Engine mode: ties go left and the coin after the largest coin estimated below τ is returned
+    (A1: ``coins[hi] + 1``), so with exact answers the result is the smallest coin with F >= τ.
+    """
+    r = _bit_randomizer(eps)
+    k = len(coins)
+    lo, hi, out = 0, k - 1, SearchOutcome(int(coins[0]))
+    idx = (lo + hi) // 2
+    for users in batches:
+        if lo > hi or k <= 1:
+            break
+        reply: Reply = yield Round(r, space.threshold(int(coins[idx])), users=users, label="nbs")
+        if reply.n == 0:
+            continue  # an empty batch says nothing; ask the same coin again
+        p_hat = _fraction(r, reply.summary, reply.n)
+        out.tests.append(Question(int(coins[idx]), p_hat, reply.n, _test_variance(eps, reply.n, sampled)))
+        out.users += reply.n
+        if p_hat > tau or (p_hat >= tau and not paper):
+            hi = idx - 1
+        else:
+            lo = idx + 1
+        idx = (lo + hi) // 2
+    if paper:
+        out.coin = int(coins[idx])  # Python indexing: idx = -1 is the top coin (the authors' code)
+    elif lo > hi:
+        out.coin = int(coins[0]) if hi < 0 else min(int(coins[hi]) + 1, space.size - 1)
+    else:
+        out.coin = int(coins[idx])  # batches ran out: the untested midpoint
+    return out
+
+
+def pooled(tests: list[Question]) -> dict[int, tuple[float, float]]:
+    """Every asked coin's estimate of F pooled over all its questions (inverse-variance weights), and its
+    variance (0 for a noise-free question over every user)."""
+    by_coin: dict[int, list[Question]] = {}
+    for t in tests:
+        by_coin.setdefault(t.coin, []).append(t)
+    out = {}
+    for coin, ts in by_coin.items():
+        exact = [t for t in ts if t.variance <= 0]
+        if exact:
+            out[coin] = (exact[-1].estimate, 0.0)
+            continue
+        w = [1 / t.variance for t in ts]
+        out[coin] = (sum(wi * t.estimate for wi, t in zip(w, ts)) / sum(w), 1 / sum(w))
+    return out
+
+
+def bracket(tests: list[Question], tau: float, value_coin: int, size: int, confidence: float) -> tuple[int, int]:
+    """Coins [low, high] that hold the true τ-quantile Q with probability >= ``confidence``. Each asked coin c
+    is tested one-sided with all its questions pooled: F̂(c) clearly below τ means Q > c, clearly at or above
+    means Q <= c; Bonferroni over the asked coins. Every question asked fresh users, so its estimate is
+    unbiased for F(c) given that c was asked (a Gaussian approximation, checked by EVALUATE coverage)."""
+    stats = pooled(tests)
+    if not stats:
+        return 0, size - 1
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / len(stats))
+    below = [c + 1 for c, (f, v) in stats.items() if f + z * math.sqrt(v) < tau]
+    above = [c for c, (f, v) in stats.items() if f - z * math.sqrt(v) >= tau]
+    low, high = max(below, default=0), min(above, default=size - 1)
+    low, high = min(low, high, value_coin), max(low, high, value_coin)
+    return low, min(high, size - 1)
+
+
+def quantile_estimate(space: CoinSpace, coin: int, tau: float, tests: list[Question], mechanism: str,
+                      note: str = "", extra: dict | None = None) -> Estimate:
+    """The Estimate of a search protocol: the value, and its interval as a function of the confidence."""
+    def interval(confidence: float):
+        low, high = bracket(tests, tau, coin, space.size, confidence)
+        return np.array([space.value(low)]), np.array([space.value(high)])
+
+    info = {"coin": coin, "mechanism": mechanism, "questions": tests, "users": sum(t.users for t in tests),
+            "interval": interval, **(extra or {})}
+    return Estimate(np.array([space.value(coin)]), np.array([math.nan]), note=note, extra=info)
+
+
+def nbs_protocol(space: CoinSpace, eps: float, tau: float, paper: bool = False,
+                 rr_epsilon: float | None = None, mechanism: str = "naive_nbs") -> Callable[[int], Protocol]:
+    """DpNaiveNBS over all K coins; ``rr_epsilon`` (the shuffle model's ε₀) is the ε users run locally."""
+    local = eps if rr_epsilon is None else rr_epsilon
+
+    def protocol(n: int) -> Protocol:
+        steps = nbs_steps(space.size, paper)
+        if n == 0:
+            return _no_users()
+        batches = edges(0, split_evenly(n, steps), n) if steps else []
+        found = yield from search(space, np.arange(space.size), local, tau, batches, paper)
+        return quantile_estimate(space, found.coin, tau, found.tests, mechanism,
+                                 extra={"batches": steps, "epsilon_local": local})
+    return protocol
+
+
+def exact_protocol(space: CoinSpace, tau: float, mechanism: str) -> Callable[[int], Protocol]:
+    """Noise off (EPSILON INF, evaluation only): bisection with every user answering every question, which
+    finds the smallest coin with F >= τ, the exact quantile at the domain's resolution."""
+    def protocol(n: int) -> Protocol:
+        if n == 0:
+            return _no_users()
+        steps = nbs_steps(space.size)
+        found = yield from search(space, np.arange(space.size), math.inf, tau, [(0.0, 1.0)] * steps,
+                                  sampled=False)
+        return quantile_estimate(space, found.coin, tau, found.tests, mechanism)
+    return protocol
+
+
+def bound_protocol(space: CoinSpace, tau: float) -> Callable[[int], Protocol]:
+    """Extreme τ (spec §6 rule 5): the domain's lowest or highest coin, without asking any user."""
+    coin = 0 if tau < 0.5 else space.size - 1
+
+    def protocol(n: int) -> Protocol:
+        if n == 0:
+            return _no_users()
+        est = quantile_estimate(space, coin, tau, [], "bound",
+                                note=f"τ = {tau:g} is within the predicted rank error of the domain's "
+                                     f"{'minimum' if coin == 0 else 'maximum'}: returned without asking users")
+        est.extra["interval"] = lambda conf: (np.array([space.value(0)]), np.array([space.value(space.size - 1)]))
+        return est
+        yield  # a generator that asks nothing
+    return protocol
+
+
+def _no_users() -> Estimate:
+    nan = np.array([math.nan])
+    return Estimate(nan, nan, note="no users")
+
+
+# ---- DpBayesLearn and DpBayeSS ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BayesParams:
+    """BayesLearn's channel model: heads probability ``low`` when the target is right of the queried coin,
+    ``high`` when left, and the posterior quantile ``q`` to query (1/2 for the median, spec §2.6 otherwise)."""
+
+    low: float
+    high: float
+    q: float
+
+    @classmethod
+    def for_target(cls, tau: float, eps: float, a_u: float) -> "BayesParams":
+        if math.isinf(eps):
+            tau_rr = tau
+        else:
+            kappa = math.tanh(eps / 2)
+            tau_rr = kappa * tau + 1 / (math.exp(eps) + 1)
+        a_u = min(a_u, 0.999 * min(tau_rr, 1 - tau_rr))
+        low, high = tau_rr - a_u, tau_rr + a_u
+        q = 0.5 if abs(tau - 0.5) < 1e-12 else capacity_quantile(low, high)
+        return cls(low, high, q)
+
+
+def bayes_learn(space: CoinSpace, lefts: np.ndarray | None, size: int, eps: float, params: BayesParams,
+                batches: list[tuple[float, float]]) -> Iterator[Round]:
+    """DpBayesLearn (spec §2.2): per batch, query the left end of the interval holding the posterior's
+    q-quantile and apply the exact Bayes update. ``lefts[j]`` is interval j's left coin (None: coin j).
+    A batch of several users (the engine's round cap) updates once with their count, which is the exact
+    posterior for that batch. Returns (visited intervals, users per visit, the questions as Tests)."""
+    r = _bit_randomizer(eps)
+    tree = PosteriorTree(size)
+    visits, weights, tests, asked = [], [], [], {}
+    for t, users in enumerate(batches):
+        first = t == 0 and params.q == 0.5
+        j, left_mass, w_j = tree.at(size // 2) if first else tree.locate(params.q)  # A5: first is floor(K/2)
+        coin = int(j if lefts is None else lefts[j])
+        enc = asked.get(coin) or asked.setdefault(coin, space.threshold(coin))
+        reply: Reply = yield Round(r, enc, users=users, label="bayeslearn")
+        if reply.n == 0:
+            continue
+        lam_l, lam_r = likelihood_ratios(int(reply.summary[0]), reply.n, params.low, params.high, params.q)
+        right_mass = tree.total - left_mass - w_j
+        tree.update(lam_l, lam_r, max(tree.total - lam_l * left_mass - lam_r * right_mass, 0.0))
+        visits.append(j)
+        weights.append(reply.n)
+        tests.append(Question(coin, _fraction(r, reply.summary, reply.n), reply.n, _test_variance(eps, reply.n, True)))
+    return visits, weights, tests
+
+
+def reduce_visits(visits: list[int], weights: list[int], gamma: float) -> np.ndarray:
+    """Reduce-to-γ (spec §2.3): the distinct rounded linear-interpolation quantiles γ, 2γ, ... of the visits."""
+    if not visits:
+        return np.array([], dtype=np.int64)
+    points = math.floor(1 / gamma + 1e-9)
+    q = np.minimum(gamma * np.arange(1, points + 1), 1.0)
+    return np.unique(np.rint(np.quantile(np.repeat(visits, weights), q)).astype(np.int64))
+
+
+@dataclass(frozen=True)
+class BayessPlan:
+    """The user schedule of one DpBayeSS run: users per stage and rounds per stage."""
+
+    n: int
+    coins: int
+    m1: int
+    m2: int
+    m3: int
+    a_u: float
+    rounds1: int
+    rounds2: int
+
+    @classmethod
+    def make(cls, n: int, coins: int, c: float = C_DEFAULT, max_rounds: tuple[int, int] | None = None):
+        m1, m2, m3 = bayess_split(n, coins)
+        r1, r2 = (m1, m2) if max_rounds is None else (min(m1, max_rounds[0]), min(m2, max_rounds[1]))
+        return cls(n, coins, m1, m2, m3, alpha_update(n, coins, c), max(r1, 1), max(r2, 1))
+
+
+def bayess_protocol(space: CoinSpace, eps: float, tau: float, c: float = C_DEFAULT, paper: bool = False,
+                    max_rounds: tuple[int, int] | None = (64, 16)) -> Callable[[int], Protocol]:
+    """DpBayeSS (spec §2.4, Algorithm 3): BayesLearn on m1 users, screen to <= ln²B intervals, BayesLearn again
+    on m2 users when more than 13 remain, screen to <= 13, then DpNaiveNBS on the rest over their endpoints.
+
+    ``max_rounds`` caps the sequential rounds of the two BayesLearn stages (users are then asked in batches);
+    None asks one user per round as the paper does.
+    """
+    def protocol(n: int) -> Protocol:
+        if n == 0:
+            return _no_users()
+        reason = bayess_guard(n, space.size, c)
+        if reason:
+            found = yield from nbs_protocol(space, eps, tau, paper, mechanism="bayess")(n)
+            found.note = f"bayess fell back to naive_nbs: {reason}"
+            return found
+        plan = BayessPlan.make(n, space.size, c, max_rounds)
+        params = BayesParams.for_target(tau, eps, plan.a_u)
+        b1 = edges(0, split_evenly(plan.m1, plan.rounds1), n)
+        visits = yield from bayes_learn(space, None, space.size - 1, eps, params, b1)
+        asked = list(visits[2])
+        kept = reduce_visits(visits[0], visits[1], 1 / math.log(space.size) ** 2)
+        pos, stage2 = plan.m1, False
+        if len(kept) > STAGE2_CAP:
+            stage2 = True
+            ends = np.concatenate([kept, kept + 1])
+            lefts = np.concatenate([[0], kept, [ends.max()]])
+            rights = np.concatenate([[ends.min()], kept + 1, [space.size - 1]])
+            b2 = edges(pos, split_evenly(plan.m2, plan.rounds2), n)
+            visits2 = yield from bayes_learn(space, lefts, len(lefts), eps, params, b2)
+            asked += visits2[2]
+            pos += plan.m2
+            sel = reduce_visits(visits2[0], visits2[1], 1 / STAGE2_CAP)
+            coins = np.unique(np.concatenate([lefts[sel], rights[sel]]))
+        else:
+            coins = np.unique(np.concatenate([kept, kept + 1])) if len(kept) else np.arange(space.size)
+        steps = nbs_steps(len(coins), paper)
+        batches = edges(pos, split_evenly(n - pos, steps), n) if steps else []
+        found = yield from search(space, coins, eps, tau, batches, paper)
+        return quantile_estimate(space, found.coin, tau, asked + found.tests, "bayess",
+                                 extra={"m": (plan.m1, plan.m2 if stage2 else 0, n - pos), "a_u": plan.a_u,
+                                        "candidates": len(coins), "stage2": stage2, "q": params.q})
+    return protocol
+
+
+# ---- several quantiles of one column -------------------------------------------------------------------------
+
+def _remap(protocol: Protocol, share: tuple[float, float]) -> Iterator[Round]:
+    """Run ``protocol`` on the users of ``share`` of this aggregate: its round intervals are mapped into the
+    share (ends 0 and 1 map exactly onto the share's ends, so neighbouring shares stay disjoint)."""
+    lo, hi = share
+
+    def inside(u: float) -> float:  # privacy-critical: a share's rounds stay inside the share
+        return lo if u == 0.0 else hi if u == 1.0 else lo + u * (hi - lo)
+    try:
+        rnd = next(protocol)
+        while True:
+            u0, u1 = rnd.users
+            reply = yield Round(rnd.randomizer, rnd.encoding, (inside(u0), inside(u1)), rnd.label)
+            rnd = protocol.send(reply)
+    except StopIteration as stop:
+        return stop.value
+
+
+def share_users(n: int, share: tuple[float, float]) -> int:
+    """The number of users a protocol running on ``share`` of n users is told it has."""
+    return n if share == (0.0, 1.0) else int(round(n * (share[1] - share[0])))
+
+
+def several(parts: list[tuple[float, Callable[[int], Protocol], tuple[float, float]]], n: int) -> Protocol:
+    """One release answering several quantiles: the protocol of each (τ, factory, share) runs, one after the
+    other, on its share of the users (disjoint shares, or all users with noise off). Its estimate holds
+    every τ's answer in ``extra['answers']``."""
+    answers = {}
+    for tau, factory, share in parts:
+        answers[tau] = yield from _remap(factory(share_users(n, share)), share)
+    values = np.array([float(a.values[0]) for a in answers.values()])
+    return Estimate(values, np.full(len(values), math.nan), extra={"answers": answers})
+
+
+# ---- running a protocol over in-memory data (the numpy driver) ---------------------------------------------
+
+class _Users:
+    """The users of a simulated run in a uniformly random order. With ``exact`` positions user i sits at
+    (i + 0.5)/n, so a round's interval [u0, u1) holds exactly round(n·(u1 - u0)) users (the paper's batch
+    sizes); otherwise each user has a uniform random position, like the executor's hash, so an interval holds
+    a binomial number of users (the paper's random choice of a hierarchical level per user). Disjoint
+    intervals always reach disjoint users.
+
+    Small populations keep the permuted coin values; large ones (``hist``) keep the histogram of users not yet
+    asked and draw each interval's users as a multivariate hypergeometric sample, which has the same
+    distribution as the users at those positions of a random permutation.
+    """
+
+    def __init__(self, coins: np.ndarray | None, hist: np.ndarray | None, rng: np.random.Generator,
+                 exact: bool = True):
+        self.rng = rng
+        if hist is None:
+            self.values, self.n = rng.permutation(coins), len(coins)
+        else:
+            self.values, self.left, self.n = None, np.asarray(hist, dtype=np.int64).copy(), int(np.sum(hist))
+            self.full, self.taken = self.left.copy(), []
+        self.positions = None if exact else np.sort(rng.random(self.n))
+
+    def _span(self, users: tuple[float, float]) -> tuple[int, int]:
+        if self.positions is not None:
+            return tuple(int(i) for i in np.searchsorted(self.positions, users, side="left"))
+        return (max(0, math.ceil(users[0] * self.n - 0.5)), max(0, math.ceil(users[1] * self.n - 0.5)))
+
+    def counts(self, encoding, users: tuple[float, float]) -> np.ndarray:
+        i0, i1 = self._span(users)
+        if self.values is not None:
+            return encoding.counts(self.values[i0:i1])
+        if (i0, i1) == (0, self.n):
+            return encoding.counts_from_histogram(self.full)
+        if any(a < i1 and i0 < b for a, b in self.taken):
+            raise ValueError("simulated rounds overlap: a user would answer twice")
+        self.taken.append((i0, i1))
+        drawn = self.rng.multivariate_hypergeometric(self.left, i1 - i0, method="marginals")
+        self.left -= drawn
+        return encoding.counts_from_histogram(drawn)
+
+
+def simulate(protocol: Protocol, rng: np.random.Generator, coins: np.ndarray | None = None,
+             hist: np.ndarray | None = None, exact_positions: bool = True) -> Estimate:
+    """Run ``protocol`` over users holding ``coins`` (or with coin histogram ``hist``), answering every round
+    exactly like the executor's exact-aggregate path: the round's users' input histogram, then the
+    randomizer's ``sample_aggregate``. ``exact_positions=False`` places users at random positions, as the
+    executor's hash does (see :class:`_Users`). Used by the reproduction and the statistical tests."""
+    users = _Users(coins, hist, rng, exact_positions)
+    try:
+        rnd = next(protocol)
+        while True:
+            counts = users.counts(rnd.encoding, rnd.users)
+            reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum()))
+            rnd = protocol.send(reply)
+    except StopIteration as stop:
+        return stop.value

@@ -1,0 +1,361 @@
+"""LDP_QUANTILE(x, q) and LDP_MEDIAN(x) (seed 001): coins, candidates, predicted rank error, planner rules.
+
+A quantile query searches K coins (spec §1.1): the values of an integer column's declared range, or K equal
+buckets of a continuous column's ``BETWEEN lo AND hi`` (``resolution => K``, default 2^16). Its error is a
+**rank** error (spec §1.2): the value v answers τ with error α when F(v-1) - α <= τ <= F(v) + α. The
+candidates and the planner rules of spec §6:
+
+- ``bayess``: DpBayeSS, when the table allows its sequential rounds (rule 1);
+- ``naive_nbs``: DpNaiveNBS, ceil(log2(K+1)) rounds, when rounds are limited to about log2 K (rule 2);
+- ``hierarchical``: one non-adaptive collection (b = 4, OUE), for ``ROUNDS 1`` / ``rounds = 1`` or when one
+  release for many quantiles beats separate searches (rule 4);
+- ``shuffle_nbs``: DpNaiveNBS in the shuffle model, when the table has a DELTA budget, the model allows it
+  and amplification (ε₀ > ε) predicts less error (rule 3); otherwise a local protocol runs;
+- ``bound``: the domain's minimum or maximum, without asking anyone, when τ (or 1 - τ) is below every
+  search's predicted rank error (rule 5). Fewer than 16 coins: BayeSS refuses and NaiveNBS runs (rule 5).
+
+Several quantiles of one column in one statement share one release (the planner's ``Target.release``): the
+first runs either one search per τ, each on a disjoint share of the users at the full ε, or one hierarchical
+release that answers every τ, whichever predicts the smaller worst rank error; each aggregate derives its
+own answer from it. Predicted rank errors (spec §6 rule 6) are scales σ with α(confidence) ≈ z·σ, calibrated
+on the released success rates (spec §4.5) and our own runs (``examples/quantile_calibration.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Callable
+
+import numpy as np
+
+from ldpql.catalog import NumericDomain, Table
+from ldpql.errors import PlanError
+from ldpql.grammar import ast
+from ldpql.mechanisms import Encoding, Estimate
+from ldpql.mechanisms.hierarchical import BRANCHING, hierarchical_protocol, level_widths
+from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, alpha_update, bayess_guard,
+                                       bayess_protocol, bound_protocol, exact_protocol, nbs_protocol, nbs_steps,
+                                       several, share_users)
+from ldpql.mechanisms.shuffle import shuffle_budget, shuffle_nbs_protocol
+from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
+from ldpql.planner.plan import Candidate, Target
+
+RESOLUTION = 1 << 16                # coins of a continuous column unless ``resolution => k``
+MAX_RESOLUTION = 1 << 40
+MAX_LEAVES = 1 << 22                # the hierarchical mechanism's OUE reports have up to K bits
+BAYESS_ROUNDS = (64, 16)             # sequential BayesLearn rounds (stage 1, stage 2); users answer in batches
+UNIT = "rank error (fraction of users)"
+Z95 = NormalDist().inv_cdf(0.975)
+# Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11 configurations
+# (Pareto and uniform data, n 2,500-40,000, B 10^3-10^6, ε 0.25-4), of the factor that makes z·σ the 95%
+# quantile of the measured rank error (examples/quantile_calibration.py; medians 0.22/0.72/0.82).
+A_BAYESS, A_NBS, A_HIER = 0.27, 0.80, 0.95
+USELESS = 0.25                      # σ of an answer that is no better than a random coin
+
+
+# ---- several quantiles of one column share one release -------------------------------------------------------
+
+class QuantileGroup:
+    """The quantiles asked of one column (at one resolution) in the statement being planned.
+
+    The planner resolves every call of a statement before it predicts any error; a group collects the τ of
+    each call while resolving and is frozen the first time a candidate reads it. A call resolved after that
+    belongs to another planning run and starts a new group, so groups never span statements. It holds only
+    public facts of the statement (the τ's), never data.
+    """
+
+    def __init__(self, text: str):
+        self.text, self.frozen, self._taus = text, False, []
+
+    def add(self, tau: float) -> None:
+        self._taus.append(tau)
+
+    @property
+    def taus(self) -> list[float]:
+        self.frozen = True
+        return sorted(set(self._taus))
+
+
+_GROUPS: dict[tuple, QuantileGroup] = {}
+
+
+def _group(table: Table, column: str, space: CoinSpace, text: str, tau: float) -> QuantileGroup:
+    key = (table.source_id, table.name, column, space.size, space.bucket_sql)
+    g = _GROUPS.get(key)
+    if g is None or g.frozen or g.text is not text:
+        g = _GROUPS[key] = QuantileGroup(text)
+    g.add(tau)
+    return g
+
+
+@dataclass
+class QuantileTarget(Target):
+    """A resolved quantile aggregate: its τ, its coins, and the group of quantiles sharing its release."""
+
+    tau: float = 0.5
+    space: CoinSpace = field(default_factory=lambda: CoinSpace(1))
+    group: QuantileGroup | None = None
+
+
+# ---- resolution ----------------------------------------------------------------------------------------------
+
+def coin_space(col, dom: NumericDomain, resolution: int | None) -> tuple[CoinSpace, str]:
+    """The coins of a numeric column: its integer values (bucketed in integer widths if ``resolution`` is
+    smaller), or ``resolution`` equal buckets of a continuous range; and the text EXPLAIN shows."""
+    clamped = dom.clamped_sql(col.name)
+    integer = dom.integer or col.dtype.split("(")[0].upper() in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT",
+                                                                  "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                                                                  "UBIGINT")
+    if integer:
+        lo, hi = math.ceil(dom.low), math.floor(dom.high)
+        values = hi - lo + 1
+        width = 1 if resolution is None or resolution >= values else -(-values // resolution)
+        size = -(-values // width)
+        sql = f"CAST(round({clamped}) - {lo} AS BIGINT)" if width == 1 else \
+            f"least(CAST(floor((round({clamped}) - {lo}) / {width}) AS BIGINT), {size - 1})"
+        what = "one coin per integer value" if width == 1 else f"integer buckets of width {width} (resolution => {resolution})"
+        return CoinSpace(size, sql, float(lo), float(width), True, (width - 1) / 2), \
+            f"{col.name} {dom.describe()}; {size:,} coins: {what}"
+    size = resolution or RESOLUTION
+    step = (dom.high - dom.low) / size
+    sql = f"least(CAST(floor(({clamped} - {dom.low!r}) / {step!r}) AS BIGINT), {size - 1})"
+    source = f"resolution => {size}" if resolution else f"default resolution 2^{int(math.log2(RESOLUTION))}"
+    return CoinSpace(size, sql, dom.low, step, False, step / 2), \
+        f"{col.name} {dom.describe()}; {size:,} coins: buckets of width {step:.4g} ({source}), reported by midpoint"
+
+
+def _tau_arg(call: ast.Call, text: str) -> float:
+    arg = call.args[1]
+    if not isinstance(arg, ast.Literal) or isinstance(arg.value, bool) or not isinstance(arg.value, (int, float)) \
+            or not 0 <= arg.value <= 1:
+        raise _err(PlanError, "the quantile level q must be a number between 0 and 1", arg, text,
+                   hint="for example LDP_QUANTILE(income, 0.9) for the 90th percentile")
+    return float(arg.value)
+
+
+def _resolution(call: ast.Call, text: str) -> int | None:
+    arg = next((a for a in call.named if a.name == "resolution"), None)
+    if arg is None:
+        return None
+    v = arg.value.value
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not 2 <= v <= MAX_RESOLUTION:
+        raise _err(PlanError, f"resolution must be a whole number of coins between 2 and 2^40, not {arg.value.sql()}",
+                   arg, text, hint="for example resolution => 65536")
+    return int(v)
+
+
+def _resolve(call: ast.Call, table: Table, text: str, tau: float | None) -> QuantileTarget:
+    ref, col = _column_arg(call, table, text, 1 if tau is not None else 2)
+    if tau is None:
+        tau = _tau_arg(call, text)
+    dom = col.domain
+    if not isinstance(dom, NumericDomain):
+        if dom is None:
+            raise _missing_domain(col, ref, text, f"{call.name.upper()}")
+        raise _err(PlanError, f"{call.name.upper()} needs a numeric column; `{col.name}` is categorical", ref, text,
+                   hint="quantiles need an ordered domain: declare it BETWEEN lo AND hi")
+    space, domain_text = coin_space(col, dom, _resolution(call, text))
+    group = _group(table, col.name, space, text, tau)
+    target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
+                            release=("quantile", col.name, space.size, space.bucket_sql), tau=tau, space=space,
+                            group=group)
+    target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
+    return target
+
+
+def resolve_quantile(call: ast.Call, table: Table, text: str) -> QuantileTarget:
+    """LDP_QUANTILE(column, q)."""
+    return _resolve(call, table, text, None)
+
+
+def resolve_median(call: ast.Call, table: Table, text: str) -> QuantileTarget:
+    """LDP_MEDIAN(column) = LDP_QUANTILE(column, 0.5)."""
+    return _resolve(call, table, text, 0.5)
+
+
+def _derive(tau: float) -> Callable[[Estimate, float], Estimate]:
+    """An aggregate's answer from its release: its τ's value and the interval at the statement's confidence."""
+    def derive(release: Estimate, confidence: float) -> Estimate:
+        answer = release.extra.get("answers", {}).get(tau)
+        if answer is None:
+            nan = np.array([math.nan])
+            return Estimate(nan, nan, note=release.note)
+        low, high = answer.extra["interval"](confidence)
+        return Estimate(answer.values, answer.stderr, answer.note or release.note, answer.extra, (low, high),
+                        confidence)
+    return derive
+
+
+# ---- predicted rank error (spec §6 rule 6) -------------------------------------------------------------------
+
+def _kappa(eps: float) -> float:
+    return 1.0 if math.isinf(eps) else math.tanh(eps / 2)
+
+
+def sigma_bayess(eps: float, n: float, coins: int) -> float:
+    """BayeSS: RR-space error c·sqrt(ln B/n), divided by κ = tanh(ε/2) for data space, times a calibrated factor."""
+    if n < 2:
+        return USELESS
+    return min(A_BAYESS * math.sqrt(math.log(max(coins, 3)) / n) / _kappa(eps), USELESS)
+
+
+def sigma_nbs(eps: float, n: float, coins: int) -> float:
+    """NaiveNBS: the per-batch standard error b0/(2 sqrt(n/S)) (RR noise and sampling), times a factor."""
+    steps = max(nbs_steps(coins), 1)
+    if n < steps:
+        return USELESS
+    return min(A_NBS / (2 * _kappa(eps) * math.sqrt(n / steps)), USELESS)
+
+
+def sigma_hierarchical(eps: float, n: float, coins: int) -> float:
+    """Hierarchical: the standard error of F̂(x), a sum of about (b-1)h/2 OUE node estimates from n/h users."""
+    h = len(level_widths(coins))
+    if n < h or math.isinf(eps):
+        return 0.0 if math.isinf(eps) else USELESS
+    node = 4 * math.exp(eps) / math.expm1(eps) ** 2 * h / n
+    return min(A_HIER * math.sqrt(max((BRANCHING - 1) * h / 2, 1) * node), USELESS)
+
+
+# ---- candidates ----------------------------------------------------------------------------------------------
+
+def _shares(taus: list[float]) -> list[tuple[float, float]]:
+    k = len(taus)
+    return [(i / k, (i + 1) / k) for i in range(k)]
+
+
+def _quantiles_line(taus: list[float], n: int) -> list[str]:
+    if len(taus) == 1:
+        return []
+    return [f"quantiles   τ = {', '.join(f'{t:g}' for t in taus)}: one search each on a disjoint 1/{len(taus)} "
+            f"of the users (~{n // len(taus):,} each) at the full ε"]
+
+
+def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
+    """BayeSS or NaiveNBS for every τ of the group, each on its own share of the users."""
+    space, group = target.space, target.group
+    rounds = sum(BAYESS_ROUNDS) + nbs_steps(2 * 13) if mechanism == "bayess" else nbs_steps(space.size)
+    sigma = sigma_bayess if mechanism == "bayess" else sigma_nbs
+
+    def make(eps: float, tau: float):
+        if mechanism == "bayess":
+            return bayess_protocol(space, eps, tau, max_rounds=BAYESS_ROUNDS)
+        return nbs_protocol(space, eps, tau)
+
+    def predict(eps: float, n: int) -> float:
+        return sigma(eps, n / len(group.taus), space.size)
+
+    def check(eps: float, n: int) -> str | None:
+        return bayess_guard(n // len(group.taus), space.size) if mechanism == "bayess" else None
+
+    def describe(eps: float, n: int) -> list[str]:
+        m = n // len(group.taus)
+        if mechanism == "naive_nbs":
+            line = f"schedule    {nbs_steps(space.size)} batches of ~{m // max(nbs_steps(space.size), 1):,} users, one coin each"
+        else:
+            b = BayessPlan.make(m, space.size, C_DEFAULT, BAYESS_ROUNDS)
+            line = (f"schedule    m1/m2/m3 = {b.m1:,}/{b.m2:,}/{b.m3:,} users; a_u = {b.a_u:.4g} (c = {C_DEFAULT}); "
+                    f"BayesLearn in <= {b.rounds1} + {b.rounds2} rounds, then NaiveNBS over <= 26 coins")
+        return _quantiles_line(group.taus, n) + [line]
+
+    return Candidate(mechanism, "local", rounds, predict, _search_protocol(target, make), check=check,
+                     describe=describe, share_n=True)
+
+
+def _search_protocol(target: QuantileTarget, make) -> Callable:
+    space, group = target.space, target.group
+
+    def protocol(eps: float):
+        taus = group.taus
+        if math.isinf(eps):  # noise off: exact bisection, every user answering every question
+            parts = [(t, exact_protocol(space, t, "exact"), (0.0, 1.0)) for t in taus]
+        else:
+            parts = [(t, make(eps, t), share) for t, share in zip(taus, _shares(taus))]
+        return lambda n: several(parts, n)
+    return protocol
+
+
+def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
+    space, group = target.space, target.group
+    h = len(level_widths(space.size))
+
+    def protocol(eps: float):
+        if math.isinf(eps):
+            return _search_protocol(target, None)(eps)
+        return hierarchical_protocol(space, eps, group.taus)
+
+    def check(eps: float, n: int) -> str | None:
+        if space.size > MAX_LEAVES:
+            return f"{space.size:,} coins: OUE reports of that many bits are too large (at most {MAX_LEAVES:,})"
+        return None
+
+    def describe(eps: float, n: int) -> list[str]:
+        taus = group.taus
+        every = "every τ" if len(taus) > 1 else "τ"
+        return [f"tree        b = {BRANCHING}, {h} levels (root not asked); ~{n // h:,} users per level report their "
+                f"node by OUE; {every} read from one estimated CDF"]
+
+    return Candidate("hierarchical", "local", 1, lambda eps, n: sigma_hierarchical(eps, n, space.size), protocol,
+                     note="one non-adaptive collection", check=check, describe=describe, share_n=True)
+
+
+def _shuffle_candidate(target: QuantileTarget) -> Candidate:
+    space, group = target.space, target.group
+    cand = Candidate("shuffle_nbs", "shuffle", nbs_steps(space.size), None, None, share_n=True)
+
+    def budget(eps: float, n: int):
+        return shuffle_budget(eps, cand.delta, n // len(group.taus), space.size)
+
+    def predict(eps: float, n: int) -> float:
+        b = budget(eps, n)
+        return sigma_nbs(max(b.epsilon0, eps), n / len(group.taus), space.size)
+
+    def check(eps: float, n: int) -> str | None:
+        if cand.delta <= 0:
+            return "the shuffle model needs δ > 0"
+        return budget(eps, n).reason or None
+
+    def describe(eps: float, n: int) -> list[str]:
+        b = budget(eps, n)
+        return _quantiles_line(group.taus, n) + [
+            f"shuffle     users run RR at ε₀ = {b.epsilon0:.4g} (Feldman-McMillan-Talwar bound, tight); "
+            f"{b.batches} shuffled batches of >= {b.batch:,} users; δ = {b.delta:g}"]
+
+    cand.predict, cand.check, cand.describe = predict, check, describe
+    cand.protocol = _search_protocol(target, lambda eps, tau: shuffle_nbs_protocol(space, eps, cand.delta, tau))
+    cand.local_epsilon = lambda eps, n: max([eps] + [shuffle_budget(eps, cand.delta, share_users(n, sh), space.size)
+                                                     .epsilon0 for sh in _shares(group.taus)])
+    return cand
+
+
+def _bound_candidate(target: QuantileTarget) -> Candidate:
+    space, group = target.space, target.group
+
+    def predict(eps: float, n: int) -> float:
+        return max(min(t, 1 - t) for t in group.taus) / Z95
+
+    def protocol(eps: float):
+        if math.isinf(eps):
+            return _search_protocol(target, None)(eps)
+        parts = [(t, bound_protocol(space, t), (0.0, 1.0)) for t in group.taus]
+        return lambda n: several(parts, n)
+
+    return Candidate("bound", "local", 0, predict, protocol, share_n=True,
+                     note="asks no user: the domain's minimum or maximum",
+                     describe=lambda eps, n: ["bound       every τ is within the predicted rank error of the domain's "
+                                              "minimum or maximum, which is returned without asking anyone"])
+
+
+def quantile_candidates(target: QuantileTarget) -> list[Candidate]:
+    """The candidates for the release of ``target``'s group (listed in the order that wins ties)."""
+    return [_search_candidate(target, "bayess"), _search_candidate(target, "naive_nbs"),
+            _hierarchical_candidate(target), _shuffle_candidate(target), _bound_candidate(target)]
+
+
+register_aggregate(AggregateSpec("LDP_QUANTILE", "LDP_QUANTILE(column, q)",
+                                 "the q-quantile of a numeric column (rank error; BayeSS, NaiveNBS, hierarchical, "
+                                 "shuffle NBS)", "quantile", resolve_quantile, quantile_candidates,
+                                 named_args=("resolution",)))
+register_aggregate(AggregateSpec("LDP_MEDIAN", "LDP_MEDIAN(column)", "the median of a numeric column (rank error)",
+                                 "quantile", resolve_median, quantile_candidates, named_args=("resolution",)))

@@ -1,0 +1,221 @@
+"""LDP_QUANTILE / LDP_MEDIAN through SQL: noise-off oracle, both simulation paths, the planner rules of spec §6,
+EXPLAIN, shared releases, the shuffle model and its ledger row, intervals, privacy checks and errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import ldpql
+from ldpql.errors import InternalError, PlanError, PrivacyError
+
+DOMAINS = {"age": {"between": (0, 120), "integer": True}, "income": (0, 250000), "score": {"between": (0, 9),
+                                                                                        "integer": True}}
+
+
+def people(n: int, seed: int = 5) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"age": rng.integers(0, 100, n), "income": np.round(rng.gamma(2.0, 20_000.0, n), 2),
+                     "score": rng.integers(0, 10, n), "city": rng.choice(["Lyon", "Nice"], n),
+                     "region": rng.choice(["north", "south", "east"], n)})
+
+
+def connect(n: int = 5000, evaluation: bool = False, delta: float = 0.0, rounds: int | None = None, seed: int = 5,
+            data: pa.Table | None = None) -> ldpql.Connection:
+    con = ldpql.connect(seed=99, evaluation=evaluation)
+    con.register("t", data if data is not None else people(n, seed), private={**DOMAINS, "city": ["Lyon", "Nice"]},
+                 public=["region"], budget=1000.0, delta=delta, rounds=rounds)
+    return con
+
+
+def duck_quantile(con, expr: str, tau: float, where: str = "") -> list:
+    return con.duck.execute(f"SELECT region, quantile_disc({expr}, {tau}) FROM __ldpql_frame_t {where} "
+                            "GROUP BY region ORDER BY region").fetchall()
+
+
+@pytest.fixture(scope="module")
+def eval_con():
+    con = connect(evaluation=True)
+    yield con
+    con.close()
+
+
+# ---- the noise-off oracle (DESIGN §5) -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tau", [0.1, 0.5, 0.9, 1.0])
+def test_noise_off_is_duckdb_quantile_per_group(eval_con, tau):
+    got = eval_con.sql(f"SELECT region, LDP_QUANTILE(age, {tau}) FROM t WHERE region <> 'east' GROUP BY region "
+                       "EPSILON INF").fetchall()
+    assert got == [(r, float(v)) for r, v in duck_quantile(eval_con, "age", tau, "WHERE region <> 'east'")]
+
+
+@pytest.mark.parametrize("mechanism", ["bayess", "naive_nbs", "hierarchical", "bound"])
+def test_noise_off_continuous_is_the_bucket_of_the_quantile(eval_con, mechanism):
+    got = eval_con.sql(f"SELECT region, LDP_MEDIAN(income, resolution => 1024) FROM t GROUP BY region EPSILON INF "
+                       f"OPTIONS (mechanism = '{mechanism}')").fetchall()
+    width = 250000 / 1024
+    expect = [(r, (math.floor(v / width) + 0.5) * width) for r, v in duck_quantile(eval_con, "income", 0.5)]
+    assert got == pytest.approx(expect)
+
+
+# ---- the simulation paths -------------------------------------------------------------------------------------
+
+def test_exact_and_per_user_paths_agree_in_distribution():
+    con = connect(4000)
+    runs = {}
+    for path in ("exact", "per_user"):
+        runs[path] = np.array([con.sql(f"SELECT LDP_MEDIAN(age) FROM t EPSILON 2 OPTIONS (mechanism = 'naive_nbs', "
+                                       f"simulation = '{path}', seed = {s})").fetchone()[0] for s in range(16)])
+    truth = float(np.median(people(4000)["age"].to_numpy()))
+    for path, v in runs.items():
+        assert abs(np.mean(v) - truth) < 8, path
+    sd = math.sqrt((runs["exact"].var(ddof=1) + runs["per_user"].var(ddof=1)) / 16)
+    assert abs(runs["exact"].mean() - runs["per_user"].mean()) < 5 * sd + 1
+    one = con.sql("SELECT LDP_MEDIAN(income, resolution => 256) FROM t EPSILON 3 "
+                  "OPTIONS (mechanism = 'hierarchical', simulation = 'per_user')")
+    assert 0 < one.fetchone()[0] < 250000 and one.plan.simulation == "per_user"
+
+
+# ---- planner rules and EXPLAIN (spec §6) ------------------------------------------------------------------------
+
+def test_explain_shows_mechanism_resolution_and_predicted_rank_errors():
+    con = connect(20000)
+    text = con.explain("EXPLAIN SELECT LDP_MEDIAN(income) EPSILON 1 FROM t")
+    assert "mechanism * bayess: local" in text and "65,536 coins" in text and "default resolution" in text
+    assert "rank error (fraction of users)" in text and "m1/m2/m3" in text
+    for other in ("naive_nbs", "hierarchical", "shuffle_nbs", "bound"):
+        assert f"rejected    {other}: ±" in text
+    assert "1,024 coins" in con.explain("SELECT LDP_QUANTILE(income, 0.9, resolution => 1024) EPSILON 1 FROM t")
+    assert "121 coins: one coin per integer value" in con.explain("SELECT LDP_MEDIAN(age) EPSILON 1 FROM t")
+
+
+def test_rounds_limits_choose_naive_nbs_or_hierarchical():
+    con = connect(20000)
+    assert con.sql("EXPLAIN SELECT LDP_MEDIAN(income) FROM t EPSILON 1 OPTIONS (rounds = 20)").plan \
+        .aggregates[0].chosen.mechanism == "naive_nbs"
+    plan = con.sql("EXPLAIN SELECT LDP_MEDIAN(income) FROM t EPSILON 1 OPTIONS (rounds = 1)").plan
+    assert plan.aggregates[0].chosen.mechanism == "hierarchical"
+    one_shot = connect(3000, rounds=1)
+    res = one_shot.sql("SELECT LDP_MEDIAN(income) FROM t EPSILON 2")
+    assert res.plan.aggregates[0].chosen.mechanism == "hierarchical" and res.fetchone()[0] is not None
+
+
+def test_small_domain_and_extreme_tau_rules():
+    con = connect(3000)
+    p = con.sql("EXPLAIN SELECT LDP_MEDIAN(score) FROM t EPSILON 1").plan.aggregates[0]
+    assert p.chosen.mechanism == "naive_nbs"
+    assert "16 coins" in next(c.rejected for c in p.candidates if c.mechanism == "bayess")
+    res = con.sql("SELECT LDP_QUANTILE(age, 0.002) FROM t EPSILON 0.2")
+    assert res.plan.aggregates[0].chosen.mechanism == "bound" and res.fetchone() == (0.0,)
+    assert "returned without asking users" in " ".join(res.notes)
+
+
+# ---- several quantiles of one column ---------------------------------------------------------------------------
+
+def test_several_quantiles_share_one_release(eval_con):
+    res = eval_con.sql("SELECT LDP_QUANTILE(age, 0.1), LDP_MEDIAN(age), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1")
+    assert res.epsilon_spent == 1 and "shares      the release of ldp_quantile_age" in str(res.plan)
+    assert res.plan.aggregates[0].chosen.mechanism == "bayess" and "one search each" in str(res.plan)
+    exact = eval_con.sql("SELECT LDP_QUANTILE(age, 0.1), LDP_MEDIAN(age), LDP_QUANTILE(age, 0.9) FROM t EPSILON INF")
+    ages = people(5000)["age"].to_numpy()
+    truth = exact.fetchall()[0]
+    assert truth == tuple(float(np.sort(ages)[math.ceil(t * len(ages)) - 1]) for t in (0.1, 0.5, 0.9))
+    assert all(abs(a - b) <= 25 for a, b in zip(res.fetchall()[0], truth))
+
+
+def test_many_quantiles_prefer_one_hierarchical_release():
+    con = connect(20000)
+    items = ", ".join(f"LDP_QUANTILE(income, {i / 131:.4f})" for i in range(1, 131))
+    plan = con.sql(f"EXPLAIN SELECT {items} FROM t EPSILON 1").plan
+    assert plan.aggregates[0].chosen.mechanism == "hierarchical"
+    assert "every τ read from one estimated CDF" in str(plan)
+    res = con.sql("SELECT LDP_QUANTILE(income, 0.25), LDP_QUANTILE(income, 0.75) FROM t EPSILON 2 "
+                  "OPTIONS (rounds = 1)")
+    low, high = res.fetchone()
+    assert res.plan.aggregates[0].chosen.mechanism == "hierarchical" and low <= high
+
+
+# ---- the shuffle model (spec §2.8) ---------------------------------------------------------------------------
+
+def test_shuffle_model_runs_at_epsilon0_and_the_ledger_records_it():
+    n = 200_000
+    con = connect(data=pa.table({"age": np.random.default_rng(1).integers(0, 100, n), "income": np.zeros(n),
+                                 "score": np.zeros(n, dtype=np.int64), "city": ["Lyon"] * n,
+                                 "region": ["north"] * n}), delta=1e-6)
+    res = con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 0.25 OPTIONS (model = 'shuffle', delta = 1e-8)")
+    agg = res.plan.aggregates[0]
+    assert agg.chosen.mechanism == "shuffle_nbs" and agg.chosen.delta == 1e-8
+    eps0 = res.plan.epsilon0
+    assert eps0 > 0.25 and "users randomize at ε₀" in str(res.plan)
+    assert abs(res.fetchone()[0] - 49.5) <= 5
+    row = con.sql("SHOW LEDGER t").fetchall()[-1]
+    assert row[6] == 0.25 and row[7] == pytest.approx(eps0) and row[8] == 1e-8
+
+
+def test_shuffle_falls_back_to_local_when_amplification_gains_nothing():
+    con = connect(3000, delta=1e-6)
+    res = con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 0.5 OPTIONS (model = 'shuffle', delta = 1e-8)")
+    agg = res.plan.aggregates[0]
+    assert agg.chosen.model == "local" and res.plan.epsilon0 is None
+    assert "no gain" in next(c.rejected for c in agg.candidates if c.mechanism == "shuffle_nbs")
+    assert con.sql("SHOW LEDGER t").fetchall()[-1][7] is None
+
+
+# ---- privacy ----------------------------------------------------------------------------------------------------
+
+def test_plan_is_the_same_for_neighbouring_tables():
+    a, b = people(3000), people(3000)
+    incomes = b["income"].to_numpy().copy()
+    incomes[17] = 249_000.0
+    b = b.set_column(1, "income", pa.array(incomes))
+    plans = [str(connect(data=d).explain("SELECT LDP_MEDIAN(income), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1"))
+             for d in (a, b)]
+    assert plans[0] == plans[1]
+
+
+def test_a_round_that_reaches_users_twice_is_stopped(monkeypatch):
+    from ldpql.mechanisms import quantile as q
+    con = connect(2000)
+    monkeypatch.setattr(q, "edges", lambda start, counts, n: [(0.0, 0.6)] + [(0.4, 1.0)] * (len(counts) - 1))
+    with pytest.raises(InternalError, match="past the planned"):
+        con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 1 OPTIONS (mechanism = 'naive_nbs')")
+    assert con.remaining_budget("t") == 1000.0  # refunded: nothing was released
+
+
+# ---- intervals ---------------------------------------------------------------------------------------------------
+
+def test_intervals_cover_the_truth(eval_con):
+    res = eval_con.sql("EVALUATE SELECT LDP_MEDIAN(income, resolution => 512) FROM t EPSILON 4 "
+                       "OPTIONS (mechanism = 'hierarchical') REPEAT 12")
+    row = dict(zip(res.columns, res.fetchone()))
+    assert row["coverage"] >= 0.75 and abs(row["bias"]) < 10_000
+    one = eval_con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 2")
+    (low, high, conf), = one.intervals()[0]
+    assert low <= one.fetchone()[0] <= high and conf == 0.95
+
+
+# ---- errors ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql, error, text", [
+    ("SELECT LDP_QUANTILE(income) FROM t EPSILON 1", PlanError, "takes a column"),
+    ("SELECT LDP_QUANTILE(income, 1.5) FROM t EPSILON 1", PlanError, "between 0 and 1"),
+    ("SELECT LDP_MEDIAN(city) FROM t EPSILON 1", PlanError, "categorical"),
+    ("SELECT LDP_MEDIAN(income, resolution => 1) FROM t EPSILON 1", PlanError, "resolution"),
+    ("SELECT LDP_MEDIAN(region) FROM t EPSILON 1", PlanError, "public column"),
+    ("SELECT LDP_MEDIAN(income) FROM t EPSILON 1 OPTIONS (model = 'shuffle')", PlanError, "DELTA budget"),
+])
+def test_bad_queries_are_refused_and_spend_nothing(sql, error, text):
+    con = connect(500)
+    with pytest.raises(error, match=text):
+        con.sql(sql)
+    assert con.remaining_budget("t") == 1000.0
+
+
+def test_undeclared_domain_is_a_privacy_error():
+    con = ldpql.connect()
+    con.register("u", people(100), private={"income": None}, public=["region"], budget=5.0)
+    with pytest.raises(PrivacyError, match="declared domain"):
+        con.sql("SELECT LDP_MEDIAN(income) FROM u EPSILON 1")

@@ -1,0 +1,297 @@
+"""Quantile mechanisms (seed 001): the BayesLearn posterior, the parameters of spec §2, the shuffle ε₀ of §2.8,
+the paper's datasets (§4.1), the protocols' privacy shape, and a reduced reproduction with fixed seeds."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldpql.mechanisms import REGISTRY, Reply
+from ldpql.mechanisms.hierarchical import choose_coin, hierarchical_protocol, level_widths, prefix_masses
+from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha_update, bayess_guard, bayess_protocol,
+                                       bayess_split, bracket, capacity_quantile, edges, exact_protocol,
+                                       likelihood_ratios, nbs_protocol, nbs_steps, reduce_visits, several, simulate,
+                                       split_evenly, _Users)
+from ldpql.mechanisms.rr import RandomizedResponse
+from ldpql.mechanisms.shuffle import (code_epsilon0, feldman_cap, feldman_central, paper_epsilon0, required_users,
+                                      shuffle_budget, tight_epsilon0)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _paper():
+    spec = importlib.util.spec_from_file_location("quantile_paper", EXAMPLES / "quantile_paper.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+paper = _paper()
+
+
+# ---- the BayesLearn posterior (spec §2.2) -------------------------------------------------------------------
+
+def _code_update(w: np.ndarray, j: int, a: float, s: int) -> None:
+    """Lines 9-11 of DpBayesLearn as the authors wrote them, O(K)."""
+    w[:j] *= 1 + 2 * a * s
+    w[j + 1:] *= 1 - 2 * a * s
+    w[j] = 1 - w[:j].sum() - w[j + 1:].sum()
+
+
+@pytest.mark.parametrize("size", [1, 2, 37, 1000])
+def test_posterior_tree_is_the_code_update(size):
+    rng = np.random.default_rng(size)
+    tree, w, a = PosteriorTree(size), np.full(size, 1 / size), 0.07
+    for i in range(400):
+        j, left, wj = tree.at(size // 2) if i == 0 else tree.locate(0.5)
+        expect = size // 2 if i == 0 else int(np.argmax(np.cumsum(w) >= 0.5 - 1e-12))
+        assert j == expect
+        assert left == pytest.approx(w[:j].sum(), abs=1e-12) and wj == pytest.approx(w[j], abs=1e-12)
+        s = 1 if rng.random() < (0.57 if j > 0.3 * size else 0.43) else -1
+        lam_l, lam_r = likelihood_ratios(int(s > 0), 1, 0.5 - a, 0.5 + a, 0.5)
+        assert (lam_l, lam_r) == pytest.approx((1 + 2 * a * s, 1 - 2 * a * s), abs=1e-12)
+        tree.update(lam_l, lam_r, tree.total - lam_l * left - lam_r * (tree.total - left - wj))
+        _code_update(w, j, a, s)
+    got = tree.weights()
+    assert np.abs(got - w).max() < 1e-12
+    assert got.min() >= 0 and abs(got.sum() - 1) < 1e-9 and abs(tree.total - 1) < 1e-9
+
+
+def test_posterior_tree_scales_to_huge_domains():
+    tree = PosteriorTree(1 << 40)
+    for i in range(2000):
+        j, left, wj = tree.locate(0.5)
+        s = 1 if j > 123_456_789_012 else -1
+        lam_l, lam_r = 1 + 0.4 * s, 1 - 0.4 * s
+        tree.update(lam_l, lam_r, tree.total - lam_l * left - lam_r * (tree.total - left - wj))
+    assert abs(j - 123_456_789_012) <= 2 and abs(tree.total - 1) < 1e-9
+    assert len(tree.lo) < 200_000  # nodes only on visited paths
+
+
+def test_batched_update_is_sequential_bayes():
+    """A batch of users at one query point updates like the product of their single-user likelihoods."""
+    low, high, q = 0.42, 0.6, 0.37
+    for heads, users in [(0, 1), (1, 1), (3, 7), (10, 10)]:
+        lam_l, lam_r = likelihood_ratios(heads, users, low, high, q)
+        pl = high ** heads * (1 - high) ** (users - heads)
+        pr = low ** heads * (1 - low) ** (users - heads)
+        py = q * pl + (1 - q) * pr
+        assert (lam_l, lam_r) == pytest.approx((pl / py, pr / py), rel=1e-12)
+        assert q * lam_l + (1 - q) * lam_r == pytest.approx(1.0)
+
+
+def test_capacity_quantile():
+    assert capacity_quantile(0.5 - 0.04, 0.5 + 0.04) == pytest.approx(0.5)
+    q = capacity_quantile(0.1 - 0.03, 0.1 + 0.03)
+    assert 0.3 < q < 0.7 and q != pytest.approx(0.5)
+
+
+# ---- parameters (spec §2.1, 2.3, 2.4) -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, coins, split", [(2500, 4 ** 9, (1949, 394, 157)), (2500, 4 ** 8, (1912, 414, 174)),
+                                              (5000, 4 ** 8, (3825, 829, 346)), (7500, 4 ** 9, (5848, 1183, 469)),
+                                              (2500, 10 ** 3, (1754, 490, 256)), (2500, 10 ** 6, (1980, 376, 144))])
+def test_bayess_split_matches_the_worked_numbers(n, coins, split):
+    assert bayess_split(n, coins) == split
+
+
+@pytest.mark.parametrize("n, coins, a_u", [(2500, 4 ** 9, 0.0424), (2500, 4 ** 8, 0.0400), (5000, 4 ** 8, 0.0283),
+                                            (7500, 4 ** 9, 0.0245)])
+def test_alpha_update(n, coins, a_u):
+    assert alpha_update(n, coins) == pytest.approx(a_u, abs=5e-5)
+
+
+def test_bayess_guards():
+    assert "16 coins" in bayess_guard(2500, 15)
+    assert "users" in bayess_guard(20, 4 ** 9)
+    assert bayess_guard(2500, 4 ** 9) is None
+
+
+def test_nbs_batches():
+    assert nbs_steps(4 ** 9, paper=True) == 18 and nbs_steps(4 ** 9) == 19 and nbs_steps(1) == 0
+    sizes = split_evenly(2500, 18)
+    assert sum(sizes) == 2500 and sizes[0] == 139 and sizes[-1] == 138
+    cuts = edges(100, [3, 4, 5], 50)
+    assert cuts[0][0] == 2.0 and all(a[1] == b[0] for a, b in zip(cuts, cuts[1:]))
+
+
+def test_reduce_visits_keeps_rounded_linear_quantiles():
+    visits = list(range(100))
+    kept = reduce_visits(visits, [1] * 100, 1 / 13)
+    expect = np.unique(np.rint(np.quantile(np.arange(100), np.minimum(np.arange(1, 14) / 13, 1))))
+    assert np.array_equal(kept, expect) and len(kept) <= 13
+    assert np.array_equal(reduce_visits([5, 9], [3, 1], 0.5), [5, 9])
+
+
+def test_bracket_pools_questions_and_covers():
+    tests = [Question(10, 0.2, 400, 0.25 / 400), Question(10, 0.22, 400, 0.25 / 400), Question(50, 0.9, 400, 0.25 / 400),
+             Question(30, 0.5, 10, 0.25 / 10)]
+    assert bracket(tests, 0.5, 31, 100, 0.95) == (11, 50)
+    assert bracket([], 0.5, 31, 100, 0.95) == (0, 99)
+
+
+# ---- hierarchical (spec §2.7) ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 16, 17, 4 ** 5, 1000])
+def test_hierarchical_with_exact_frequencies_is_the_cdf(size):
+    x = np.random.default_rng(size).integers(0, size, 777)
+    widths = level_widths(size)
+    assert widths[-1] < size <= widths[-1] * 4
+    freqs = [np.bincount(x // w, minlength=-(-size // w)) / len(x) for w in widths]
+    assert np.allclose(prefix_masses(freqs, widths, 4, size), np.cumsum(np.bincount(x, minlength=size)) / len(x))
+
+
+def test_hierarchical_prefix_uses_the_fewest_nodes():
+    """As the authors' tree does: [0, 15] of 64 coins is the one level-2 node, not 4 leaves + 3 level-1 nodes;
+    [0, 63] is the four top nodes (the root is not asked)."""
+    widths = level_widths(64)
+
+    def nodes_used(x: int) -> int:
+        used = 0
+        for level, w in enumerate(widths):
+            for i in range(64 // w):
+                unit = [np.zeros(64 // v) for v in widths]
+                unit[level][i] = 1.0
+                used += prefix_masses(unit, widths, 4, 64)[x] != 0
+        return used
+    assert [nodes_used(x) for x in (15, 63, 0, 5, 62)] == [1, 4, 1, 3, 9]
+
+
+def test_engine_reads_the_cdf_by_rank_error():
+    cdf = np.array([0.1, 0.3, 0.45, 0.55, 0.7, 1.0])
+    assert choose_coin(cdf, 0.5) == 3 and choose_coin(cdf, 0.5, paper=True) == 2
+    assert choose_coin(np.array([0.2, 0.5, 0.5, 0.9]), 0.5) == 2  # the middle of the coins holding τ
+
+
+# ---- protocols: privacy shape and noise-off exactness ----------------------------------------------------------
+
+def _record(protocol, coins, rng):
+    """Run a protocol like :func:`simulate`, recording every round."""
+    pool, rounds = _Users(coins, None, rng), []
+    try:
+        rnd = next(protocol)
+        while True:
+            rounds.append(rnd)
+            counts = pool.counts(rnd.encoding, rnd.users)
+            rnd = protocol.send(Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum())))
+    except StopIteration as stop:
+        return rounds, stop.value
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: bayess_protocol(s, 0.8, 0.5), lambda s: bayess_protocol(s, 0.8, 0.3, max_rounds=None),
+    lambda s: nbs_protocol(s, 0.8, 0.5), lambda s: hierarchical_protocol(s, 0.8, [0.5, 0.9]),
+    lambda s: (lambda n: several([(0.2, nbs_protocol(s, 0.8, 0.2), (0.0, 0.5)),
+                                  (0.7, bayess_protocol(s, 0.8, 0.7), (0.5, 1.0))], n))])
+def test_every_user_answers_once_through_an_audited_randomizer(make):
+    data = paper.pareto_data(3000, 7)
+    rounds, est = _record(make(CoinSpace(4 ** 7))(len(data)), data, np.random.default_rng(3))
+    spans = sorted(r.users for r in rounds)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "two rounds reach the same users"
+    for r in rounds:
+        assert type(r.randomizer) in (RandomizedResponse, OUE) and type(r.randomizer).name in REGISTRY
+        assert r.randomizer.epsilon == 0.8
+    assert np.isfinite(est.values).all()
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.1, 0.5, 0.77, 1.0])
+def test_noise_off_search_is_the_exact_quantile(tau):
+    data = np.random.default_rng(1).integers(0, 300, 1001)
+    est = simulate(exact_protocol(CoinSpace(300), tau, "exact")(len(data)), np.random.default_rng(0), coins=data)
+    s = np.sort(data)
+    expect = s[max(math.ceil(tau * len(s)) - 1, 0)]  # smallest x with F(x) >= τ
+    assert est.extra["coin"] == expect
+    low, high = est.extra["interval"](0.95)
+    assert low[0] == high[0] == expect
+
+
+# ---- shuffle (spec §2.8) ----------------------------------------------------------------------------------
+
+EPS = paper.EPSILONS
+CODE_EPS0 = [1.739, 2.608, 3.477, 4.347, 5.216, 6.085, 6.955, 7.824, 8.693, 9.563]
+N_REQ = [2_535_293, 1_062_868, 445_585, 186_802, 78_313, 32_831, 13_764, 5_770, 2_419, 1_014]
+
+
+def test_shuffle_epsilon0_tables():
+    for e, code, req in zip(EPS, CODE_EPS0, N_REQ):
+        assert code_epsilon0(e, 10 ** 7, 4 ** 8, 1e-8) == pytest.approx(code, abs=1e-3)
+        assert round(required_users(e, 1e-8, 4 ** 8)) == req
+        assert paper_epsilon0(e, 625_000, 1e-8) == pytest.approx(code - 0.366, abs=1e-3)
+    assert feldman_cap(625_000, 1e-8) == pytest.approx(7.623, abs=1e-3)
+    assert feldman_central(code_epsilon0(0.1, 10 ** 7, 4 ** 8, 1e-8), 625_000, 1e-8) == pytest.approx(0.073, abs=1e-3)
+    assert feldman_central(code_epsilon0(EPS[6], 10 ** 7, 4 ** 8, 1e-8), 625_000, 1e-8) == pytest.approx(0.904, abs=1e-3)
+
+
+def test_tight_epsilon0_is_the_largest_feasible():
+    for e in (0.1, 0.5, 1.0, 2.0):
+        e0 = tight_epsilon0(e, 625_000, 1e-8)
+        assert feldman_central(e0, 625_000, 1e-8) <= e + 1e-9
+        assert e0 >= min(paper_epsilon0(e, 625_000, 1e-8), feldman_cap(625_000, 1e-8)) - 1e-9
+        if e0 < feldman_cap(625_000, 1e-8) - 1e-6:
+            assert feldman_central(e0 + 1e-4, 625_000, 1e-8) > e
+    assert tight_epsilon0(5.0, 625_000, 1e-8) == pytest.approx(feldman_cap(625_000, 1e-8))
+
+
+def test_shuffle_budget_falls_back_when_amplification_gains_nothing():
+    small = shuffle_budget(0.5, 1e-8, 2_000, 4 ** 8)
+    assert not small.feasible and "no gain" in small.reason
+    big = shuffle_budget(0.5, 1e-8, 10 ** 7, 4 ** 8)
+    assert big.feasible and big.batches == 17 and big.batch < 10 ** 7 // 17  # a binomial lower bound
+    assert big.epsilon0 == pytest.approx(tight_epsilon0(0.5, big.batch, 0.9e-8))
+
+
+# ---- datasets (spec §4.1) -----------------------------------------------------------------------------------
+
+def test_pareto_data_bit_for_bit():
+    for n, median, f in [(2500, 1198, 0.4996), (5000, 1170, 0.4998), (7500, 1148, 0.49987)]:
+        m = paper.Metric(paper.pareto_data(n, 9), 4 ** 9)
+        assert m.true_coin == median and m.cdf(median) == pytest.approx(f, abs=1e-5)
+
+
+def test_uniform_data_bit_for_bit():
+    expect = {2: (38, 78), 3: (102, 935), 4: (860, 8772), 5: (15795, 50860), 6: (121958, 646867)}
+    for k, (left, right) in expect.items():
+        assert paper.uniform_interval(10 ** k) == (left, right)
+        d = paper.uniform_data(2500, 10 ** k)
+        assert left <= d.min() and d.max() <= right and len(d) == 2500
+    assert paper.uniform_data(2500, 10 ** 3)[:5].tolist() == paper.uniform_data(2500, 10 ** 3)[:5].tolist()
+
+
+# ---- reduced reproduction (spec §4.5, §6 "tests to ship") ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pareto_2500():
+    data = paper.pareto_data(2500, 9)
+    return data, paper.Metric(data, 4 ** 9)
+
+
+@pytest.mark.parametrize("mechanism, eps, trials, released, tol", [
+    ("naive_nbs", 0.56898, 200, 0.260, 0.1),
+    ("bayess", 0.56898, 40, 0.480, 0.2),
+    ("hierarchical", 5.0, 40, 0.530, 0.23)])
+def test_reduced_reproduction(pareto_2500, mechanism, eps, trials, released, tol):
+    data, metric = pareto_2500
+    coins = paper.run_trials(mechanism, data, 4 ** 9, eps, trials, seed=2025)
+    assert abs(metric.success(coins, 0.04).mean() - released) <= tol
+
+
+def test_bayess_direct_mode_finds_other_quantiles():
+    """τ != 1/2 (spec §2.6, "direct"): BayesLearn queries the capacity-achieving posterior quantile of the
+    asymmetric channel around τ'; with the planner's round caps it beats NaiveNBS at τ = 0.9."""
+    data = paper.pareto_data(5000, 8)
+    s = np.sort(data)
+
+    def rank_error(v: int, tau: float) -> float:
+        f, below = np.searchsorted(s, [v, v - 1], side="right") / len(s)
+        return max(below - tau, tau - f, 0.0)
+
+    for make, floor in ((lambda: bayess_protocol(CoinSpace(4 ** 8), 1.0, 0.9), 0.75),
+                        (lambda: nbs_protocol(CoinSpace(4 ** 8), 1.0, 0.9), 0.45)):
+        ok = [rank_error(simulate(make()(len(data)), np.random.default_rng([9, t]), coins=data,
+                                  exact_positions=False).extra["coin"], 0.9) < 0.04 for t in range(30)]
+        assert np.mean(ok) >= floor
