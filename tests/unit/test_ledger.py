@@ -3,8 +3,6 @@ and two processes racing on one ledger file."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import pytest
 
 import ldpql
@@ -141,28 +139,36 @@ def test_bad_ledger_path_is_a_clear_error(tmp_path):
         Ledger(str(tmp_path / "missing-dir" / "x" / "ledger.db"))
 
 
-def _race(args):
-    path, data, barrier = args
-    barrier.wait()
-    with ldpql.connect(ledger=path) as con:
-        declare_people(con, data, budget=2)
-        try:
-            con.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
-            return 1
-        except ldpql.BudgetExceededError:
-            return 0
+RACER = """
+import sys, time, os, ldpql
+ledger, data, go = sys.argv[1:4]
+with ldpql.connect(ledger=ledger) as con:
+    con.sql(f"CREATE TABLE people FROM '{data}' (income PRIVATE BETWEEN 0 AND 250000, region PUBLIC) "
+            "PRIVACY UNIT person_id BUDGET EPSILON 2")
+    while not os.path.exists(go):  # all racers start together
+        time.sleep(0.01)
+    try:
+        con.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
+        print("won")
+    except ldpql.BudgetExceededError:
+        print("refused")
+"""
 
 
 def test_processes_racing_on_one_ledger_never_overspend(tmp_path, people_parquet):
-    path = str(tmp_path / "race.ldpql")
+    """Four processes each try to spend ε = 1 of a budget of 2 at the same moment: exactly two win."""
+    import subprocess
+    import sys
+
+    path, go = str(tmp_path / "race.ldpql"), tmp_path / "go"
     with ldpql.connect(ledger=path) as con:
         declare_people(con, people_parquet, budget=2)
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
-        barrier = manager.Barrier(4)
-        with ctx.Pool(4) as pool:
-            wins = pool.map(_race, [(path, people_parquet, barrier)] * 4)
-    assert sum(wins) == 2
+    racers = [subprocess.Popen([sys.executable, "-c", RACER, path, people_parquet, str(go)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    go.touch()
+    outcomes = [r.communicate(timeout=180) for r in racers]
+    assert all(r.returncode == 0 for r in racers), [err for _, err in outcomes]
+    assert sorted(out.strip() for out, _ in outcomes) == ["refused", "refused", "won", "won"]
     with ldpql.connect(ledger=path) as con:
         declare_people(con, people_parquet, budget=2)
         assert con.remaining_budget("people") == pytest.approx(0.0)
