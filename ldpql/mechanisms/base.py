@@ -108,6 +108,20 @@ def debiased_total_variance(d: int, n: int, p: float, q: float) -> float:
     return float(debiased_variance(1.0, n, p, q) + (d - 1) * debiased_variance(0.0, n, p, q))
 
 
+class HitRates:
+    """Mixin for a mechanism whose holders of a value report it with probability ``p`` and everyone else with
+    ``q``: the unbiased estimate and its variance are :func:`debias` and :func:`debiased_variance`."""
+
+    p: float
+    q: float
+
+    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
+        return debias(summary, n, self.p, self.q)
+
+    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
+        return debiased_variance(truth, n, self.p, self.q)
+
+
 @dataclass(frozen=True)
 class Encoding:
     """How a user turns its row into the randomizer's input: a DuckDB expression, and its input size."""

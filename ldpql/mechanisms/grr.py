@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, debias, debiased_variance, register
+from ldpql.mechanisms.base import HitRates, Randomizer, register
 
 
 @functools.lru_cache(maxsize=256)
@@ -31,7 +31,7 @@ def _keep_thresholds(k: float, d: int) -> tuple[int, int, int]:
 
 
 @register
-class GRR(Randomizer):
+class GRR(HitRates, Randomizer):
     """k-ary randomized response on inputs 0..d-1; the summary is the count of reports per category."""
 
     name = "grr"
@@ -67,12 +67,6 @@ class GRR(Randomizer):
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.bincount(reports, minlength=self.input_size)
-
-    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return debias(summary, n, self.p, self.q)
-
-    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
-        return debiased_variance(truth, n, self.p, self.q)
 
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         kept = rng.binomial(np.asarray(counts, dtype=np.int64), self.p - self.q)

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, debias, debiased_total_variance, debiased_variance, register
+from ldpql.mechanisms.base import HitRates, Randomizer, debiased_total_variance, register
 from ldpql.mechanisms.information import subset_information
 from ldpql.mechanisms.oue import column_counts
 
@@ -126,7 +126,7 @@ def draw_subsets(x: np.ndarray, k: int, d: int, with_x: np.ndarray, rng: np.rand
 
 
 @register
-class KSubset(Randomizer):
+class KSubset(HitRates, Randomizer):
     """k-subset mechanism on inputs 0..d-1; reports are n x d 0/1 bitmaps of k ones, the summary counts 1s."""
 
     name = "ksubset"
@@ -146,12 +146,6 @@ class KSubset(Randomizer):
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return column_counts(reports)
-
-    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return debias(summary, n, self.p, self.q)
-
-    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
-        return debiased_variance(truth, n, self.p, self.q)
 
     def output_distribution(self, x: float) -> np.ndarray:
         """Q(Z|x) for every k-subset Z, in itertools.combinations order (spec §2.1)."""

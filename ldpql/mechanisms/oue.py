@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, debias, debiased_variance, register
+from ldpql.mechanisms.base import HitRates, Randomizer, register
 
 
 def _grid_bits(epsilon: float) -> int:
@@ -44,7 +44,7 @@ def column_counts(bits: np.ndarray) -> np.ndarray:
 
 
 @register
-class OUE(Randomizer):
+class OUE(HitRates, Randomizer):
     """Optimized unary encoding on inputs 0..d-1; reports are n x d 0/1 matrices, the summary counts 1s per bit."""
 
     name = "oue"
@@ -77,12 +77,6 @@ class OUE(Randomizer):
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return column_counts(reports)
-
-    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return debias(summary, n, self.p, self.q)
-
-    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
-        return debiased_variance(truth, n, self.p, self.q)
 
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         counts = np.asarray(counts, dtype=np.int64)

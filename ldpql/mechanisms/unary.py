@@ -19,14 +19,14 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, debias, debiased_variance, register
+from ldpql.mechanisms.base import HitRates, Randomizer, register
 from ldpql.mechanisms.ksubset import independent_counts
 from ldpql.mechanisms.oue import column_counts
 from ldpql.mechanisms.rr import flip, keep_probability
 
 
 @register
-class BRR(Randomizer):
+class BRR(HitRates, Randomizer):
     """Basic RAPPOR / symmetric unary encoding on inputs 0..d-1; reports are n x d 0/1 matrices."""
 
     name = "brr"
@@ -46,12 +46,6 @@ class BRR(Randomizer):
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return column_counts(reports)
-
-    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return debias(summary, n, self.p, self.q)
-
-    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
-        return debiased_variance(truth, n, self.p, self.q)
 
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return independent_counts(counts, self.p, self.q, rng)
