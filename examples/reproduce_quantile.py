@@ -11,8 +11,9 @@ users not yet asked, their true input histogram is taken from the data and the e
 not used (``benchmarks/quantile_speed.py`` times the SQL path).
 
 Writes CSV (and PNG with the optional ``plot`` extra) to ``--out`` and prints our success rates beside the
-released ones. ``python examples/reproduce_quantile.py`` runs everything at full size (~1-2 hours on one
-core; ``--jobs 2`` halves it); ``--trials 40 --only main`` is a quick look.
+released ones. ``python examples/reproduce_quantile.py`` runs everything at full size (200 trials; 53 min with
+``--jobs 2`` on two busy cores: main 27, domain 3, c 15, shuffle 8); ``--trials 40 --only main`` is a quick
+look; ``--plot-only`` redraws the PNGs from the CSVs. Results of a full run: ``examples/quantile_results``.
 """
 
 from __future__ import annotations
@@ -91,8 +92,12 @@ def _plot(path: Path, title: str, xs, series: dict[str, list[float]], xlabel: st
     except ImportError:
         return
     fig, ax = plt.subplots(figsize=(5, 3.5))
+    colors: dict[str, str] = {}
     for name, ys in series.items():
-        ax.plot(xs, ys, marker="o", ms=3, label=name, ls="--" if name.endswith("(paper)") else "-")
+        base = name.removesuffix(" (paper)")
+        color = colors.setdefault(base, f"C{len(colors)}")
+        ax.plot(xs, ys, marker="o", ms=3, label=name, color=color, ls="--" if name != base else "-",
+                alpha=0.6 if name != base else 1.0)
     ax.set(title=title, xlabel=xlabel, ylabel="success rate", ylim=(-0.02, 1.02))
     if log:
         ax.set_xscale("log")
@@ -208,6 +213,47 @@ def shuffle_report(results: dict, out: Path, trials: int) -> None:
     _write(out / "fig4_shuffle.csv", ["alpha_test", "mechanism", "epsilon", "success"], rows)
 
 
+# ---- figures from the CSV files (``--plot-only``) -------------------------------------------------------------
+
+def replot(out: Path) -> None:
+    """Redraw every figure from the CSV files a previous run wrote to ``out``."""
+    def rows(name: str) -> list[dict]:
+        path = out / name
+        return list(csv.DictReader(path.open())) if path.exists() else []
+
+    def series(rs: list[dict], x: str, keys: tuple[str, ...]) -> dict:
+        out_: dict = {}
+        for r in rs:
+            out_.setdefault(tuple(r[k] for k in keys), []).append((float(r[x]), r))
+        return out_
+
+    main = series(rows("fig1_fig5_success.csv"), "epsilon", ("N", "B", "alpha_test"))
+    for (n, b, alpha), pts in main.items():
+        lines = {}
+        for m in MECHANISMS:
+            mine = sorted((x, float(r["success"]), float(r["released"])) for x, r in pts if r["mechanism"] == m)
+            lines[m], lines[f"{m} (paper)"] = [v for _, v, _ in mine], [v for _, _, v in mine]
+        b_exp = round(np.log(int(b)) / np.log(4))
+        _plot(out / f"fig1_success_{n}_4^{b_exp}_{alpha}.png", f"N={n}, B=4^{b_exp}, α={alpha}", qp.EPSILONS, lines, "ε")
+    for (eps, alpha), pts in series(rows("fig1right_fig3_domain.csv"), "B", ("epsilon", "alpha_test")).items():
+        lines = {}
+        for m in ("bayess", "naive_nbs"):
+            mine = sorted((x, float(r["success"]), float(r["released"])) for x, r in pts if r["mechanism"] == m)
+            lines[m], lines[f"{m} (paper)"] = [v for _, v, _ in mine], [v for _, _, v in mine]
+        _plot(out / f"fig3_domain_eps{eps}_alpha{alpha}.png", f"uniform, N=2500, ε={eps}, α={alpha}", qp.DOMAINS,
+              lines, "B")
+    for (n, b, eps), pts in series(rows("fig2_c_sweep.csv"), "c", ("N", "B", "epsilon")).items():
+        mine = sorted((x, float(r["success_0.04"]), float(r["released"])) for x, r in pts)
+        b_exp = round(np.log(int(b)) / np.log(4))
+        _plot(out / f"fig2_c_{n}_4^{b_exp}_eps{eps}.png", f"BayeSS, N={n}, B=4^{b_exp}, ε={eps}", qp.C_GRID,
+              {"bayess": [v for _, v, _ in mine], "bayess (paper)": [v for _, _, v in mine]}, "c", log=False)
+    shuffle = [r for r in rows("fig4_shuffle.csv") if float(r["alpha_test"]) == 5e-4]
+    if shuffle:
+        _plot(out / "fig4_shuffle.png", "N=10^7, B=4^8, α=5e-4", qp.EPSILONS,
+              {m: [float(r["success"]) for r in shuffle if r["mechanism"] == m] for m in ("shuffle_nbs", "naive_nbs")},
+              "ε")
+
+
 # ---- main ----------------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> dict:
@@ -217,9 +263,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--out", default=str(Path(__file__).parent / "quantile_results"))
+    ap.add_argument("--plot-only", action="store_true", help="redraw the PNGs from the CSVs in --out")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.plot_only:
+        replot(out)
+        return {}
     parts = args.only.split(",")
     c_trials = args.c_trials or args.trials
     builders = {"main": (main_tasks, main_report, args.trials), "domain": (domain_tasks, domain_report, args.trials),

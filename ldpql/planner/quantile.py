@@ -19,6 +19,12 @@ first runs either one search per τ, each on a disjoint share of the users at th
 release that answers every τ, whichever predicts the smaller worst rank error; each aggregate derives its
 own answer from it. Predicted rank errors (spec §6 rule 6) are scales σ with α(confidence) ≈ z·σ, calibrated
 on the released success rates (spec §4.5) and our own runs (``examples/quantile_calibration.py``).
+
+Intervals (value units, at the statement's confidence): the values whose rank the release cannot separate
+from τ. For a search, every asked coin is tested one-sided with all its questions pooled (F̂(c) clearly below
+τ puts the quantile above c, clearly above puts it at or below c), Bonferroni over the asked coins; for the
+hierarchical release, the first coins where F̂ ± z·se reaches τ. Both are post-processing of the release and
+are checked for coverage with EVALUATE (tests/system/test_quantile_sql.py).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ MAX_RESOLUTION = 1 << 40
 MAX_LEAVES = 1 << 22                # the hierarchical mechanism's OUE reports have up to K bits
 BAYESS_ROUNDS = (64, 16)             # sequential BayesLearn rounds (stage 1, stage 2); users answer in batches
 UNIT = "rank error (fraction of users)"
+QUANTILE_CALLS = ("LDP_QUANTILE", "LDP_MEDIAN")
 Z95 = NormalDist().inv_cdf(0.975)
 # Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11 configurations
 # (Pareto and uniform data, n 2,500-40,000, B 10^3-10^6, ε 0.25-4), of the factor that makes z·σ the 95%
@@ -57,46 +64,34 @@ USELESS = 0.25                      # σ of an answer that is no better than a r
 
 # ---- several quantiles of one column share one release -------------------------------------------------------
 
-class QuantileGroup:
-    """The quantiles asked of one column (at one resolution) in the statement being planned.
-
-    The planner resolves every call of a statement before it predicts any error; a group collects the τ of
-    each call while resolving and is frozen the first time a candidate reads it. A call resolved after that
-    belongs to another planning run and starts a new group, so groups never span statements. It holds only
-    public facts of the statement (the τ's), never data.
-    """
-
-    def __init__(self, text: str):
-        self.text, self.frozen, self._taus = text, False, []
-
-    def add(self, tau: float) -> None:
-        self._taus.append(tau)
-
-    @property
-    def taus(self) -> list[float]:
-        self.frozen = True
-        return sorted(set(self._taus))
-
-
-_GROUPS: dict[tuple, QuantileGroup] = {}
-
-
-def _group(table: Table, column: str, space: CoinSpace, text: str, tau: float) -> QuantileGroup:
-    key = (table.source_id, table.name, column, space.size, space.bucket_sql)
-    g = _GROUPS.get(key)
-    if g is None or g.frozen or g.text is not text:
-        g = _GROUPS[key] = QuantileGroup(text)
-    g.add(tau)
-    return g
-
-
 @dataclass
 class QuantileTarget(Target):
-    """A resolved quantile aggregate: its τ, its coins, and the group of quantiles sharing its release."""
+    """A resolved quantile aggregate: its τ, its coins, and the τ's of every quantile of the statement that
+    shares its release (the same column and coins), which the release answers together."""
 
     tau: float = 0.5
     space: CoinSpace = field(default_factory=lambda: CoinSpace(1))
-    group: QuantileGroup | None = None
+    taus: tuple[float, ...] = (0.5,)
+
+
+def _statement_taus(select: ast.Select | None, table: Table, column: str, space: CoinSpace, tau: float,
+                    text: str) -> tuple[float, ...]:
+    """The τ's of the statement's quantile calls on ``column`` with the same coins (hence the same release)."""
+    taus = {tau}
+    col = table.column(column)
+    for item in (select.items if select is not None else ()):
+        call = item.expr
+        if not isinstance(call, ast.Call) or call.name.upper() not in QUANTILE_CALLS or not call.args \
+                or not isinstance(call.args[0], ast.ColumnRef) or call.args[0].name.lower() != column.lower():
+            continue
+        try:  # a call that does not resolve raises its own error when the planner resolves it
+            other = _tau_arg(call, text) if call.name.upper() == "LDP_QUANTILE" else 0.5
+            coins, _ = coin_space(col, col.domain, _resolution(call, text))
+        except (PlanError, AttributeError, TypeError):
+            continue
+        if (coins.size, coins.bucket_sql) == (space.size, space.bucket_sql):
+            taus.add(other)
+    return tuple(sorted(taus))
 
 
 # ---- resolution ----------------------------------------------------------------------------------------------
@@ -127,6 +122,9 @@ def coin_space(col, dom: NumericDomain, resolution: int | None) -> tuple[CoinSpa
 
 
 def _tau_arg(call: ast.Call, text: str) -> float:
+    if len(call.args) != 2:
+        raise _err(PlanError, "LDP_QUANTILE takes a column and the quantile level q", call, text,
+                   hint="for example LDP_QUANTILE(income, 0.9) for the 90th percentile")
     arg = call.args[1]
     if not isinstance(arg, ast.Literal) or isinstance(arg.value, bool) or not isinstance(arg.value, (int, float)) \
             or not 0 <= arg.value <= 1:
@@ -146,7 +144,8 @@ def _resolution(call: ast.Call, text: str) -> int | None:
     return int(v)
 
 
-def _resolve(call: ast.Call, table: Table, text: str, tau: float | None) -> QuantileTarget:
+def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
+             select: ast.Select | None = None) -> QuantileTarget:
     ref, col = _column_arg(call, table, text, 1 if tau is not None else 2)
     if tau is None:
         tau = _tau_arg(call, text)
@@ -157,22 +156,23 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None) -> Quan
         raise _err(PlanError, f"{call.name.upper()} needs a numeric column; `{col.name}` is categorical", ref, text,
                    hint="quantiles need an ordered domain: declare it BETWEEN lo AND hi")
     space, domain_text = coin_space(col, dom, _resolution(call, text))
-    group = _group(table, col.name, space, text, tau)
     target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
                             release=("quantile", col.name, space.size, space.bucket_sql), tau=tau, space=space,
-                            group=group)
+                            taus=_statement_taus(select, table, col.name, space, tau, text))
     target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
     return target
 
 
-def resolve_quantile(call: ast.Call, table: Table, text: str) -> QuantileTarget:
+def resolve_quantile(call: ast.Call, table: Table, text: str, select: ast.Select | None = None,
+                     options: dict | None = None) -> QuantileTarget:
     """LDP_QUANTILE(column, q)."""
-    return _resolve(call, table, text, None)
+    return _resolve(call, table, text, None, select)
 
 
-def resolve_median(call: ast.Call, table: Table, text: str) -> QuantileTarget:
+def resolve_median(call: ast.Call, table: Table, text: str, select: ast.Select | None = None,
+                   options: dict | None = None) -> QuantileTarget:
     """LDP_MEDIAN(column) = LDP_QUANTILE(column, 0.5)."""
-    return _resolve(call, table, text, 0.5)
+    return _resolve(call, table, text, 0.5, select)
 
 
 def _derive(tau: float) -> Callable[[Estimate, float], Estimate]:
@@ -233,8 +233,8 @@ def _quantiles_line(taus: list[float], n: int) -> list[str]:
 
 
 def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
-    """BayeSS or NaiveNBS for every τ of the group, each on its own share of the users."""
-    space, group = target.space, target.group
+    """BayeSS or NaiveNBS for every τ of the release, each on its own share of the users."""
+    space, taus = target.space, target.taus
     rounds = sum(BAYESS_ROUNDS) + nbs_steps(2 * 13) if mechanism == "bayess" else nbs_steps(space.size)
     sigma = sigma_bayess if mechanism == "bayess" else sigma_nbs
 
@@ -244,30 +244,29 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
         return nbs_protocol(space, eps, tau)
 
     def predict(eps: float, n: int) -> float:
-        return sigma(eps, n / len(group.taus), space.size)
+        return sigma(eps, n / len(taus), space.size)
 
     def check(eps: float, n: int) -> str | None:
-        return bayess_guard(n // len(group.taus), space.size) if mechanism == "bayess" else None
+        return bayess_guard(n // len(taus), space.size) if mechanism == "bayess" else None
 
     def describe(eps: float, n: int) -> list[str]:
-        m = n // len(group.taus)
+        m = n // len(taus)
         if mechanism == "naive_nbs":
             line = f"schedule    {nbs_steps(space.size)} batches of ~{m // max(nbs_steps(space.size), 1):,} users, one coin each"
         else:
             b = BayessPlan.make(m, space.size, C_DEFAULT, BAYESS_ROUNDS)
             line = (f"schedule    m1/m2/m3 = {b.m1:,}/{b.m2:,}/{b.m3:,} users; a_u = {b.a_u:.4g} (c = {C_DEFAULT}); "
                     f"BayesLearn in <= {b.rounds1} + {b.rounds2} rounds, then NaiveNBS over <= 26 coins")
-        return _quantiles_line(group.taus, n) + [line]
+        return _quantiles_line(taus, n) + [line]
 
     return Candidate(mechanism, "local", rounds, predict, _search_protocol(target, make), check=check,
                      describe=describe, share_n=True)
 
 
 def _search_protocol(target: QuantileTarget, make) -> Callable:
-    space, group = target.space, target.group
+    space, taus = target.space, target.taus
 
     def protocol(eps: float):
-        taus = group.taus
         if math.isinf(eps):  # noise off: exact bisection, every user answering every question
             parts = [(t, exact_protocol(space, t, "exact"), (0.0, 1.0)) for t in taus]
         else:
@@ -277,13 +276,13 @@ def _search_protocol(target: QuantileTarget, make) -> Callable:
 
 
 def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
-    space, group = target.space, target.group
+    space, taus = target.space, target.taus
     h = len(level_widths(space.size))
 
     def protocol(eps: float):
         if math.isinf(eps):
             return _search_protocol(target, None)(eps)
-        return hierarchical_protocol(space, eps, group.taus)
+        return hierarchical_protocol(space, eps, taus)
 
     def check(eps: float, n: int) -> str | None:
         if space.size > MAX_LEAVES:
@@ -291,7 +290,6 @@ def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
         return None
 
     def describe(eps: float, n: int) -> list[str]:
-        taus = group.taus
         every = "every τ" if len(taus) > 1 else "τ"
         return [f"tree        b = {BRANCHING}, {h} levels (root not asked); ~{n // h:,} users per level report their "
                 f"node by OUE; {every} read from one estimated CDF"]
@@ -301,15 +299,15 @@ def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
 
 
 def _shuffle_candidate(target: QuantileTarget) -> Candidate:
-    space, group = target.space, target.group
+    space, taus = target.space, target.taus
     cand = Candidate("shuffle_nbs", "shuffle", nbs_steps(space.size), None, None, share_n=True)
 
     def budget(eps: float, n: int):
-        return shuffle_budget(eps, cand.delta, n // len(group.taus), space.size)
+        return shuffle_budget(eps, cand.delta, n // len(taus), space.size)
 
     def predict(eps: float, n: int) -> float:
         b = budget(eps, n)
-        return sigma_nbs(max(b.epsilon0, eps), n / len(group.taus), space.size)
+        return sigma_nbs(max(b.epsilon0, eps), n / len(taus), space.size)
 
     def check(eps: float, n: int) -> str | None:
         if cand.delta <= 0:
@@ -318,27 +316,27 @@ def _shuffle_candidate(target: QuantileTarget) -> Candidate:
 
     def describe(eps: float, n: int) -> list[str]:
         b = budget(eps, n)
-        return _quantiles_line(group.taus, n) + [
+        return _quantiles_line(taus, n) + [
             f"shuffle     users run RR at ε₀ = {b.epsilon0:.4g} (Feldman-McMillan-Talwar bound, tight); "
             f"{b.batches} shuffled batches of >= {b.batch:,} users; δ = {b.delta:g}"]
 
     cand.predict, cand.check, cand.describe = predict, check, describe
     cand.protocol = _search_protocol(target, lambda eps, tau: shuffle_nbs_protocol(space, eps, cand.delta, tau))
     cand.local_epsilon = lambda eps, n: max([eps] + [shuffle_budget(eps, cand.delta, share_users(n, sh), space.size)
-                                                     .epsilon0 for sh in _shares(group.taus)])
+                                                     .epsilon0 for sh in _shares(taus)])
     return cand
 
 
 def _bound_candidate(target: QuantileTarget) -> Candidate:
-    space, group = target.space, target.group
+    space, taus = target.space, target.taus
 
     def predict(eps: float, n: int) -> float:
-        return max(min(t, 1 - t) for t in group.taus) / Z95
+        return max(min(t, 1 - t) for t in taus) / Z95
 
     def protocol(eps: float):
         if math.isinf(eps):
             return _search_protocol(target, None)(eps)
-        parts = [(t, bound_protocol(space, t), (0.0, 1.0)) for t in group.taus]
+        parts = [(t, bound_protocol(space, t), (0.0, 1.0)) for t in taus]
         return lambda n: several(parts, n)
 
     return Candidate("bound", "local", 0, predict, protocol, share_n=True,
@@ -348,7 +346,7 @@ def _bound_candidate(target: QuantileTarget) -> Candidate:
 
 
 def quantile_candidates(target: QuantileTarget) -> list[Candidate]:
-    """The candidates for the release of ``target``'s group (listed in the order that wins ties)."""
+    """The candidates for the release of ``target`` and the quantiles sharing it (listed in the order that wins ties)."""
     return [_search_candidate(target, "bayess"), _search_candidate(target, "naive_nbs"),
             _hierarchical_candidate(target), _shuffle_candidate(target), _bound_candidate(target)]
 
@@ -356,6 +354,7 @@ def quantile_candidates(target: QuantileTarget) -> list[Candidate]:
 register_aggregate(AggregateSpec("LDP_QUANTILE", "LDP_QUANTILE(column, q)",
                                  "the q-quantile of a numeric column (rank error; BayeSS, NaiveNBS, hierarchical, "
                                  "shuffle NBS)", "quantile", resolve_quantile, quantile_candidates,
-                                 named_args=("resolution",)))
+                                 named_args=("resolution",), statement_aware=True))
 register_aggregate(AggregateSpec("LDP_MEDIAN", "LDP_MEDIAN(column)", "the median of a numeric column (rank error)",
-                                 "quantile", resolve_median, quantile_candidates, named_args=("resolution",)))
+                                 "quantile", resolve_median, quantile_candidates, named_args=("resolution",),
+                                 statement_aware=True))

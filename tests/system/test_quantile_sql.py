@@ -220,3 +220,15 @@ def test_undeclared_domain_is_a_privacy_error():
     con.register("u", people(100), private={"income": None}, public=["region"], budget=5.0)
     with pytest.raises(PrivacyError, match="declared domain"):
         con.sql("SELECT LDP_MEDIAN(income) FROM u EPSILON 1")
+
+
+def test_quantiles_share_a_release_only_with_the_same_coins():
+    con = connect(3000)
+    same = con.sql("EXPLAIN SELECT LDP_MEDIAN(income), LDP_QUANTILE(income, 0.9, resolution => 65536) FROM t "
+                   "EPSILON 1").plan
+    assert same.aggregates[1].source == 0 and same.aggregates[0].target.taus == (0.5, 0.9)
+    apart = con.sql("EXPLAIN SELECT LDP_MEDIAN(income), LDP_QUANTILE(income, 0.9, resolution => 1024) FROM t "
+                    "EPSILON 1").plan
+    assert apart.aggregates[1].source is None and apart.aggregates[0].target.taus == (0.5,)
+    res = con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 1; SELECT LDP_QUANTILE(age, 0.9) FROM t EPSILON 1")
+    assert res.plan.aggregates[0].target.taus == (0.9,)
