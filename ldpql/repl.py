@@ -17,6 +17,7 @@ import difflib
 import os
 import re
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable
@@ -72,13 +73,14 @@ def history_path(explicit: str | None = None) -> Path:
 
 
 # -- output sinks -----------------------------------------------------------------------------------------------
-class Sink:
+class Sink(ABC):
     """Where the REPL writes formatted text (a list of (style, text) fragments, ending without a newline)."""
 
     width: int | None = None     # columns a table may take (None: no limit)
 
+    @abstractmethod
     def write(self, fragments: Fragments) -> None:
-        raise NotImplementedError
+        """Write the fragments (the terminal with styles, or plain text to a file)."""
 
     def text(self, text: str, style: str = "") -> None:
         self.write([(style, text)])
