@@ -108,6 +108,12 @@ def debiased_total_variance(d: int, n: int, p: float, q: float) -> float:
     return float(debiased_variance(1.0, n, p, q) + (d - 1) * debiased_variance(0.0, n, p, q))
 
 
+def check_categorical(name: str, epsilon: float, d: int) -> None:
+    """Validate the parameters of a mechanism over d categories: ε > 0 and d ≥ 2."""
+    if not epsilon > 0 or d < 2:
+        raise ValueError(f"{name} needs epsilon > 0 and d >= 2, got epsilon={epsilon}, d={d}")
+
+
 class HitRates:
     """Mixin for a mechanism whose holders of a value report it with probability ``p`` and everyone else with
     ``q``: the unbiased estimate and its variance are :func:`debias` and :func:`debiased_variance`."""

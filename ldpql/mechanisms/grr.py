@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import HitRates, Randomizer, register
+from ldpql.mechanisms.base import HitRates, Randomizer, check_categorical, register
 
 
 @functools.lru_cache(maxsize=256)
@@ -37,8 +37,7 @@ class GRR(HitRates, Randomizer):
     name = "grr"
 
     def __init__(self, epsilon: float, d: int):
-        if not epsilon > 0 or d < 2:
-            raise ValueError(f"GRR needs epsilon > 0 and d >= 2, got epsilon={epsilon}, d={d}")
+        check_categorical("GRR", epsilon, d)
         self.epsilon, self.input_size = float(epsilon), int(d)
         e = math.exp(self.epsilon)
         self.p, self.q = e / (e + d - 1), 1 / (e + d - 1)

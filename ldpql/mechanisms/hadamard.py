@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, debias, debiased_variance, register
+from ldpql.mechanisms.base import Randomizer, check_categorical, debias, debiased_variance, register
 from ldpql.mechanisms.information import walsh_hadamard
 
 
@@ -47,8 +47,7 @@ class HadamardResponse(Randomizer):
     name = "hadamard"
 
     def __init__(self, epsilon: float, d: int):
-        if not epsilon > 0 or d < 2:
-            raise ValueError(f"Hadamard response needs epsilon > 0 and d >= 2, got epsilon={epsilon}, d={d}")
+        check_categorical("Hadamard response", epsilon, d)
         self.epsilon, self.input_size = float(epsilon), int(d)
         self.size = hadamard_size(self.input_size)
         self.p, self.q = 1 / (1 + math.exp(-self.epsilon)), 0.5

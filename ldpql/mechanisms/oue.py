@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import HitRates, Randomizer, register
+from ldpql.mechanisms.base import HitRates, Randomizer, check_categorical, register
 
 
 def _grid_bits(epsilon: float) -> int:
@@ -50,8 +50,7 @@ class OUE(HitRates, Randomizer):
     name = "oue"
 
     def __init__(self, epsilon: float, d: int):
-        if not epsilon > 0 or d < 2:
-            raise ValueError(f"OUE needs epsilon > 0 and d >= 2, got epsilon={epsilon}, d={d}")
+        check_categorical("OUE", epsilon, d)
         self.epsilon, self.input_size, self.report_width = float(epsilon), int(d), int(d)
         self.width = _grid_bits(self.epsilon)
         grid = 1 << self.width

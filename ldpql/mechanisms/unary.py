@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import HitRates, Randomizer, register
+from ldpql.mechanisms.base import HitRates, Randomizer, check_categorical, register
 from ldpql.mechanisms.ksubset import independent_counts
 from ldpql.mechanisms.oue import column_counts
 from ldpql.mechanisms.rr import flip, keep_probability
@@ -32,8 +32,7 @@ class BRR(HitRates, Randomizer):
     name = "brr"
 
     def __init__(self, epsilon: float, d: int):
-        if not epsilon > 0 or d < 2:
-            raise ValueError(f"BRR needs epsilon > 0 and d >= 2, got epsilon={epsilon}, d={d}")
+        check_categorical("BRR", epsilon, d)
         self.epsilon, self.input_size, self.report_width = float(epsilon), int(d), int(d)
         self.p = keep_probability(self.epsilon / 2)  # privacy-critical: ε/2 per bit, two bits differ
         self.q = 1 - self.p
