@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ldpql.mechanisms.hierarchical import hierarchical_protocol
-from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol, simulate
+from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol, padded_protocol, simulate
 from ldpql.mechanisms.shuffle import shuffle_nbs_protocol
 
 EPSILONS = np.geomspace(0.1, 5, 10)           # spec §4.2
@@ -68,6 +68,8 @@ def protocol_for(mechanism: str, coins: int, eps: float, tau: float = 0.5, c: fl
                  shuffle_mode: str = "code"):
     """The paper-mode protocol factory (n -> generator) of one mechanism over coins 0..coins-1."""
     space = CoinSpace(coins)
+    if mechanism == "bayess" and tau != 0.5:  # the paper's only route to other quantiles (spec A6)
+        return padded_protocol(space, tau, bayess_protocol(space, eps, 0.5, c=c, paper=True, max_rounds=None))
     if mechanism == "bayess":
         return bayess_protocol(space, eps, tau, c=c, paper=True, max_rounds=None)
     if mechanism == "naive_nbs":

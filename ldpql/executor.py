@@ -32,7 +32,7 @@ import pyarrow as pa
 from ldpql.catalog import Table
 from ldpql.errors import ExecuteError, InternalError
 from ldpql.grammar.ast import quote_name
-from ldpql.mechanisms import Estimate, Reply, Round
+from ldpql.mechanisms import Estimate, Reply, Round, add_virtual
 from ldpql.planner import Plan
 
 BATCH_ROWS = 1 << 20
@@ -170,12 +170,11 @@ class Executor:
         self._report(f"{a.output}: round {step + 1} ({'exact aggregate' if exact else 'per user'})")
         sql = self._round_sql(group[0].round.encoding.sql, u0, u1)
         try:
-            if exact:
-                return self._exact(sql, rounds, rng, u0, u1)
-            return self._per_user(sql, rounds, rng, a.output, step)
+            replies = self._exact(sql, rounds, rng, u0, u1) if exact else self._per_user(sql, rounds, rng, a.output, step)
         except duckdb.Error as e:
             raise ExecuteError(f"DuckDB failed while running {a.output}: {str(e).splitlines()[0]}",
                                hint="nothing was spent; check the data source") from None
+        return {c: add_virtual(rounds[c], r, rng) for c, r in replies.items()}
 
     def _use_exact(self, rounds: list[Round]) -> bool:
         mode = self._plan.simulation

@@ -140,12 +140,18 @@ class Encoding:
 @dataclass(frozen=True)
 class Round:
     """One round: the users in ``users`` (a sub-interval of this aggregate's share of users, so two rounds
-    with disjoint intervals reach disjoint users) each run ``randomizer`` on ``encoding`` of their row."""
+    with disjoint intervals reach disjoint users) each run ``randomizer`` on ``encoding`` of their row.
+
+    ``virtual`` is the input histogram of simulated users that the server adds to the round (the padding of
+    a quantile reduction, seed 001 §1.5): they are not users and spend no budget, but their inputs pass
+    through the same randomizer, drawn by :func:`add_virtual`, so the reply's law is that of a padded data set.
+    """
 
     randomizer: Randomizer
     encoding: Encoding
     users: tuple[float, float] = (0.0, 1.0)
     label: str = ""
+    virtual: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,13 @@ class Reply:
 
     summary: np.ndarray
     n: int
+
+
+def add_virtual(rnd: Round, reply: Reply, rng: np.random.Generator) -> Reply:
+    """``reply`` with the reports of the round's virtual users added (their randomized inputs, summed)."""
+    if rnd.virtual is None or not rnd.virtual.any():
+        return reply
+    return Reply(reply.summary + rnd.randomizer.sample_aggregate(rnd.virtual, rng), reply.n + int(rnd.virtual.sum()))
 
 
 @dataclass

@@ -22,13 +22,13 @@ returns the value j + 1 and runs ceil(log2(K + 1)) batches so that a noise-free 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Callable, Iterator
 
 import numpy as np
 
-from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Reply, Round
+from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Reply, Round, add_virtual
 from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.rr import RandomizedResponse
 
@@ -591,6 +591,43 @@ def bayess_protocol(space: CoinSpace, eps: float, tau: float, c: float = C_DEFAU
     return protocol
 
 
+# ---- quantiles other than the median by padding (spec §1.5, §2.6 mode "padding") ----------------------------
+
+def padding_users(n: int, tau: float) -> int:
+    """k = round(n·|1 − 2τ|) virtual users: with them at the domain's lowest coin (τ < 1/2) or highest (τ > 1/2),
+    the median of the n + k is the τ-quantile of the n (Lemma B.1)."""
+    return int(round(n * abs(1 - 2 * tau)))
+
+
+def _spread(k: int, users: tuple[float, float]) -> int:
+    """How many of k virtual users, at the evenly spaced positions (i + 0.5)/k, fall in ``users``."""
+    return max(0, math.ceil(k * users[1] - 0.5)) - max(0, math.ceil(k * users[0] - 0.5))
+
+
+def padded_protocol(space: CoinSpace, tau: float, median: Callable[[int], Protocol]) -> Callable[[int], Protocol]:
+    """The τ-quantile as the median of padded data (spec §2.6, mode "padding"): ``median`` runs on n + k users,
+    k = :func:`padding_users` of them virtual ones holding the lowest (τ < 1/2) or highest coin. Every round
+    gets the virtual users at its positions, whose answers the server simulates through the same randomizer
+    (``Round.virtual``), so the protocol sees exactly the coin law of the padded data. Virtual users are not
+    users: no budget, no ledger; each real user still answers at most once. The rank error is about
+    (1 + |1 − 2τ|) times the median's, at most twice."""
+    pad = np.array([0 if tau < 0.5 else space.size - 1])
+
+    def protocol(n: int) -> Protocol:
+        k = padding_users(n, tau)
+        inner = median(n + k if n else 0)
+        try:
+            rnd = next(inner)
+            while True:
+                virtual = rnd.encoding.counts(pad) * _spread(k, rnd.users)
+                rnd = inner.send((yield replace(rnd, virtual=virtual)))
+        except StopIteration as stop:
+            est = stop.value
+        est.extra.update(virtual_users=k, quantile_mode="padding")
+        return est
+    return protocol
+
+
 # ---- several quantiles of one column -------------------------------------------------------------------------
 
 def _remap(protocol: Protocol, share: tuple[float, float]) -> Iterator[Round]:
@@ -604,7 +641,7 @@ def _remap(protocol: Protocol, share: tuple[float, float]) -> Iterator[Round]:
         rnd = next(protocol)
         while True:
             u0, u1 = rnd.users
-            reply = yield Round(rnd.randomizer, rnd.encoding, (inside(u0), inside(u1)), rnd.label)
+            reply = yield replace(rnd, users=(inside(u0), inside(u1)))
             rnd = protocol.send(reply)
     except StopIteration as stop:
         return stop.value
@@ -681,6 +718,6 @@ def simulate(protocol: Protocol, rng: np.random.Generator, coins: np.ndarray | N
         while True:
             counts = users.counts(rnd.encoding, rnd.users)
             reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum()))
-            rnd = protocol.send(reply)
+            rnd = protocol.send(add_virtual(rnd, reply, rng))
     except StopIteration as stop:
         return stop.value

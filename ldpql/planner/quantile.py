@@ -43,7 +43,7 @@ from ldpql.mechanisms import Encoding, Estimate
 from ldpql.mechanisms.hierarchical import BRANCHING, hierarchical_protocol, level_widths
 from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, alpha_update, bayess_guard,
                                        bayess_protocol, bound_protocol, exact_protocol, nbs_protocol, nbs_steps,
-                                       several, share_users)
+                                       padded_protocol, padding_users, several, share_users)
 from ldpql.mechanisms.shuffle import shuffle_budget, shuffle_nbs_protocol
 from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
 from ldpql.planner.plan import Candidate, Target
@@ -54,12 +54,19 @@ MAX_LEAVES = 1 << 22                # the hierarchical mechanism's OUE reports h
 BAYESS_ROUNDS = (64, 16)             # sequential BayesLearn rounds (stage 1, stage 2); users answer in batches
 UNIT = "rank error (fraction of users)"
 QUANTILE_CALLS = ("LDP_QUANTILE", "LDP_MEDIAN")
+NAMED_ARGS = ("resolution", "quantile_mode")
 Z95 = NormalDist().inv_cdf(0.975)
 # Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11 configurations
 # (Pareto and uniform data, n 2,500-40,000, B 10^3-10^6, ε 0.25-4), of the factor that makes z·σ the 95%
 # quantile of the measured rank error (examples/quantile_calibration.py; medians 0.22/0.72/0.82).
 A_BAYESS, A_NBS, A_HIER = 0.27, 0.80, 0.95
 USELESS = 0.25                      # σ of an answer that is no better than a random coin
+# How BayeSS answers τ != 1/2 (spec §2.6): 'direct' (capacity-achieving query point, exact asymmetric Bayes
+# update) has the lower mean rank error in 35 of 36 configurations of examples/quantile_modes.py (200 trials;
+# padding/direct 0.90-1.57, median 1.2); 'padding', the paper's reduction to the median (Lemma B.1), is
+# ``quantile_mode => 'padding'``.
+QUANTILE_MODE = "direct"
+QUANTILE_MODES = ("direct", "padding")
 
 
 # ---- several quantiles of one column share one release -------------------------------------------------------
@@ -72,11 +79,13 @@ class QuantileTarget(Target):
     tau: float = 0.5
     space: CoinSpace = field(default_factory=lambda: CoinSpace(1))
     taus: tuple[float, ...] = (0.5,)
+    mode: str = QUANTILE_MODE
 
 
 def _statement_taus(select: ast.Select | None, table: Table, column: str, space: CoinSpace, tau: float,
-                    text: str) -> tuple[float, ...]:
-    """The τ's of the statement's quantile calls on ``column`` with the same coins (hence the same release)."""
+                    text: str, mode: str) -> tuple[float, ...]:
+    """The τ's of the statement's quantile calls on ``column`` with the same coins and quantile mode (hence the
+    same release)."""
     taus = {tau}
     col = table.column(column)
     for item in (select.items if select is not None else ()):
@@ -87,9 +96,10 @@ def _statement_taus(select: ast.Select | None, table: Table, column: str, space:
         try:  # a call that does not resolve raises its own error when the planner resolves it
             other = _tau_arg(call, text) if call.name.upper() == "LDP_QUANTILE" else 0.5
             coins, _ = coin_space(col, col.domain, _resolution(call, text))
+            other_mode = _quantile_mode(call, text)
         except (PlanError, AttributeError, TypeError):
             continue
-        if (coins.size, coins.bucket_sql) == (space.size, space.bucket_sql):
+        if (coins.size, coins.bucket_sql, other_mode) == (space.size, space.bucket_sql, mode):
             taus.add(other)
     return tuple(sorted(taus))
 
@@ -144,6 +154,16 @@ def _resolution(call: ast.Call, text: str) -> int | None:
     return int(v)
 
 
+def _quantile_mode(call: ast.Call, text: str) -> str:
+    arg = next((a for a in call.named if a.name == "quantile_mode"), None)
+    if arg is None:
+        return QUANTILE_MODE
+    if arg.value.value not in QUANTILE_MODES:
+        raise _err(PlanError, f"quantile_mode must be 'direct' or 'padding', not {arg.value.sql()}", arg, text,
+                   hint="'padding' is the paper's reduction to the median (spec §2.6); 'direct' is the default")
+    return arg.value.value
+
+
 def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
              select: ast.Select | None = None) -> QuantileTarget:
     ref, col = _column_arg(call, table, text, 1 if tau is not None else 2)
@@ -156,9 +176,10 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
         raise _err(PlanError, f"{call.name.upper()} needs a numeric column; `{col.name}` is categorical", ref, text,
                    hint="quantiles need an ordered domain: declare it BETWEEN lo AND hi")
     space, domain_text = coin_space(col, dom, _resolution(call, text))
+    mode = _quantile_mode(call, text)
     target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
-                            release=("quantile", col.name, space.size, space.bucket_sql), tau=tau, space=space,
-                            taus=_statement_taus(select, table, col.name, space, tau, text))
+                            release=("quantile", col.name, space.size, space.bucket_sql, mode), tau=tau, space=space,
+                            taus=_statement_taus(select, table, col.name, space, tau, text, mode), mode=mode)
     target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
     return target
 
@@ -237,14 +258,19 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
     space, taus = target.space, target.taus
     rounds = sum(BAYESS_ROUNDS) + nbs_steps(2 * 13) if mechanism == "bayess" else nbs_steps(space.size)
     sigma = sigma_bayess if mechanism == "bayess" else sigma_nbs
+    padded = [t for t in taus if t != 0.5] if mechanism == "bayess" and target.mode == "padding" else []
+    # padding to n' = n(1 + |1 - 2τ|) users: the median's rank error σ(n') is n'/n larger in the original ranks
+    growth = math.sqrt(max([1 + abs(1 - 2 * t) for t in padded], default=1.0))
 
     def make(eps: float, tau: float):
-        if mechanism == "bayess":
-            return bayess_protocol(space, eps, tau, max_rounds=BAYESS_ROUNDS)
-        return nbs_protocol(space, eps, tau)
+        if mechanism == "naive_nbs":
+            return nbs_protocol(space, eps, tau)
+        if tau in padded:
+            return padded_protocol(space, tau, bayess_protocol(space, eps, 0.5, max_rounds=BAYESS_ROUNDS))
+        return bayess_protocol(space, eps, tau, max_rounds=BAYESS_ROUNDS)
 
     def predict(eps: float, n: int) -> float:
-        return sigma(eps, n / len(taus), space.size)
+        return min(sigma(eps, n / len(taus), space.size) * growth, USELESS)
 
     def check(eps: float, n: int) -> str | None:
         return bayess_guard(n // len(taus), space.size) if mechanism == "bayess" else None
@@ -257,7 +283,10 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
             b = BayessPlan.make(m, space.size, C_DEFAULT, BAYESS_ROUNDS)
             line = (f"schedule    m1/m2/m3 = {b.m1:,}/{b.m2:,}/{b.m3:,} users; a_u = {b.a_u:.4g} (c = {C_DEFAULT}); "
                     f"BayesLearn in <= {b.rounds1} + {b.rounds2} rounds, then NaiveNBS over <= 26 coins")
-        return _quantiles_line(taus, n) + [line]
+        return _quantiles_line(taus, n) + [line] + [
+            f"padding     τ = {t:g}: the median of the users and {padding_users(m, t):,} virtual ones at the domain's "
+            f"{'minimum' if t < 0.5 else 'maximum'}, their answers simulated through the same RR (spec §2.6)"
+            for t in padded]
 
     return Candidate(mechanism, "local", rounds, predict, _search_protocol(target, make), check=check,
                      describe=describe, share_n=True)
@@ -354,7 +383,7 @@ def quantile_candidates(target: QuantileTarget) -> list[Candidate]:
 register_aggregate(AggregateSpec("LDP_QUANTILE", "LDP_QUANTILE(column, q)",
                                  "the q-quantile of a numeric column (rank error; BayeSS, NaiveNBS, hierarchical, "
                                  "shuffle NBS)", "quantile", resolve_quantile, quantile_candidates,
-                                 named_args=("resolution",), statement_aware=True))
+                                 named_args=NAMED_ARGS, statement_aware=True))
 register_aggregate(AggregateSpec("LDP_MEDIAN", "LDP_MEDIAN(column)", "the median of a numeric column (rank error)",
-                                 "quantile", resolve_median, quantile_candidates, named_args=("resolution",),
+                                 "quantile", resolve_median, quantile_candidates, named_args=NAMED_ARGS,
                                  statement_aware=True))
