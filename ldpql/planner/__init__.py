@@ -279,12 +279,12 @@ def apply_mechanism_override(ctx: _Context) -> None:
         wanted = _named(a.call, "mechanism") or ctx.options.get("mechanism")
         if wanted is None:
             continue
-        names = [c.mechanism for c in a.candidates]
-        if str(wanted).lower() not in names:
+        names, wanted = [c.mechanism for c in a.candidates], str(wanted).lower()
+        if not any(wanted in (c.mechanism, *c.aliases) for c in a.candidates):
             raise ctx.error(PlanError, f"mechanism `{wanted}` cannot answer {a.call.name.upper()}", a.call,
                             hint=f"mechanisms for {a.call.name.upper()}: {', '.join(names)}")
         for c in a.candidates:
-            if c.mechanism != str(wanted).lower() and not c.rejected:
+            if wanted not in (c.mechanism, *c.aliases) and not c.rejected:
                 c.rejected = f"mechanism = '{wanted}' was asked for"
 
 

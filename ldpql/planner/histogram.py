@@ -147,6 +147,7 @@ class Oracle:
 
     name: str
     make: Callable[[float, int], Randomizer]
+    aliases: tuple[str, ...] = ()   # other names `mechanism = '...'` accepts (spec §7)
 
 
 def _ksubset(objective: str) -> Callable[[float, int], Randomizer]:
@@ -156,8 +157,9 @@ def _ksubset(objective: str) -> Callable[[float, int], Randomizer]:
     return make
 
 
-ORACLES = (Oracle("grr", GRR), Oracle("ksubset_l2", _ksubset("l2")), Oracle("ksubset_mi", _ksubset("mi")),
-           Oracle("oue", OUE), Oracle("brr", BRR), Oracle("olh", OLH), Oracle("hadamard", HadamardResponse))
+ORACLES = (Oracle("grr", GRR, ("mrr",)), Oracle("ksubset_l2", _ksubset("l2"), ("ksubset",)),
+           Oracle("ksubset_mi", _ksubset("mi")), Oracle("oue", OUE), Oracle("brr", BRR, ("rappor", "sue")),
+           Oracle("olh", OLH), Oracle("hadamard", HadamardResponse))
 
 
 def report_bits(r: Randomizer) -> int:
@@ -343,7 +345,7 @@ def frequency_candidates(target: FrequencyTarget) -> list[Candidate]:
     out = []
     for o in oracles:
         c = candidate(o.name, lambda e, o=o: o.make(e, d), target, uniform)
-        c.check = _report_cap(o, d, target.max_report_bits)
+        c.check, c.aliases = _report_cap(o, d, target.max_report_bits), o.aliases
         c.describe = lambda e, n, name=o.name: oracle_table(oracles, d, e, n, name) + [
             f"post        {NOTES[target.postprocess]}; intervals from the raw estimates"]
         out.append(c)

@@ -42,6 +42,7 @@ class Candidate:
     # True: protocol(eps)(n) gets the number of users the aggregate reaches (n × its share under a users
     # split), the same n that predict, check and describe get; False: the group's n
     share_n: bool = False
+    aliases: tuple[str, ...] = ()  # other names OPTIONS (mechanism = ...) accepts for this one
 
 
 @dataclass

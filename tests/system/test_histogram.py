@@ -57,6 +57,13 @@ def test_mechanism_override_and_group_by(people):
     assert people.remaining_budget("people") == pytest.approx(1.0)  # 1 + 2 (groups compose in parallel)
 
 
+@pytest.mark.parametrize("alias, mechanism", [("ksubset", "ksubset_l2"), ("rappor", "brr"), ("SUE", "brr"),
+                                              ("mrr", "grr")])
+def test_mechanism_aliases_of_the_spec(people, alias, mechanism):
+    plan = people.sql(f"EXPLAIN SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1 OPTIONS (mechanism = '{alias}')").plan
+    assert plan.aggregates[0].chosen.mechanism == mechanism
+
+
 def test_frequency_of_one_value(people):
     res = people.sql("SELECT LDP_FREQUENCY(city = 'Paris') FROM people EPSILON 1")
     (value,), = res.fetchall()
