@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 from ldpql.catalog import Table
 from ldpql.errors import PlanError, PrivacyError, did_you_mean
@@ -358,8 +359,20 @@ def choose_mechanisms(ctx: _Context) -> None:
             a.epsilon, a.users, a.chosen = src.epsilon, src.users, src.chosen
 
 
+def note_predictions(ctx: _Context) -> None:
+    """An answer whose interval is in other units than its predicted error (a quantile's value interval, its
+    rank error) gets a note with the prediction, so the result shows both."""
+    conf = ctx.options.get("confidence", 0.95)
+    z = NormalDist().inv_cdf(0.5 + conf / 2)
+    for a in _runs(ctx):
+        if a.target.notes_prediction and not math.isinf(a.epsilon):
+            outputs = ", ".join([a.output] + [b.output for b in ctx.aggregates if b.source == a.index])
+            ctx.notes.append(f"{outputs}: predicted {a.target.unit} ±{z * a.chosen.predicted_se:.3g} ({conf:.0%}, "
+                             f"calibrated); the interval is every value the release cannot tell from the answer")
+
+
 RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, resolve_epsilon, choose_model,
-         apply_rounds_limit, apply_mechanism_override, split_budget, choose_mechanisms)
+         apply_rounds_limit, apply_mechanism_override, split_budget, choose_mechanisms, note_predictions)
 
 
 def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",

@@ -54,6 +54,9 @@ class Target:
     domain_text: str
     categories: tuple | None = None      # labels of a table-valued (histogram) aggregate
     unit: str = ""                       # what the predicted error is measured in
+    # True when the answer's interval is not in ``unit`` (a quantile: values, against a rank error); the
+    # result then notes the predicted error too
+    notes_prediction: bool = False
     affine: tuple[float, float] = (1.0, 0.0)  # a numeric answer is a·(estimate on the encoded scale) + b
     # Aggregates of one statement with equal ``release`` keys share one protocol run (and one ε charge); each
     # computes its answer from that release's estimate with ``derive(release, confidence)`` (post-processing),

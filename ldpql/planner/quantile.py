@@ -179,7 +179,8 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
     mode = _quantile_mode(call, text)
     target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
                             release=("quantile", col.name, space.size, space.bucket_sql, mode), tau=tau, space=space,
-                            taus=_statement_taus(select, table, col.name, space, tau, text, mode), mode=mode)
+                            taus=_statement_taus(select, table, col.name, space, tau, text, mode), mode=mode,
+                            notes_prediction=True)
     target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
     return target
 

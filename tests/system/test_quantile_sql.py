@@ -196,6 +196,8 @@ def test_intervals_cover_the_truth(eval_con):
     one = eval_con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 2")
     (low, high, conf), = one.intervals()[0]
     assert low <= one.fetchone()[0] <= high and conf == 0.95
+    sigma = one.plan.aggregates[0].chosen.predicted_se
+    assert f"predicted rank error (fraction of users) ±{1.96 * sigma:.3g} (95%, calibrated)" in one.render()
 
 
 # ---- errors ------------------------------------------------------------------------------------------------------

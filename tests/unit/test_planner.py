@@ -34,7 +34,7 @@ def _plan(sql: str, n: int = 10_000, evaluation: bool = False, **table):
 
 def test_the_planner_is_a_list_of_small_named_rules():
     names = [r.__name__ for r in RULES]
-    assert names[0] == "check_public_clauses" and "split_budget" in names and names[-1] == "choose_mechanisms"
+    assert names[0] == "check_public_clauses" and "split_budget" in names and names[-2:] == ["choose_mechanisms", "note_predictions"]
 
 
 def test_planning_never_touches_the_data():
