@@ -1,6 +1,6 @@
-"""LDP_HISTOGRAM, LDP_FREQUENCY, LDP_TOPK and LDP_MODE: answers from one frequency-oracle release (seed 002).
+"""LDP_HISTOGRAM, LDP_FREQUENCY, LDP_TOPK, LDP_MODE, LDP_COUNT_DISTINCT: one frequency-oracle release (seed 002).
 
-All four need the same thing from the users: one report of a frequency oracle over the column's declared
+All of them need the same thing from the users: one report of a frequency oracle over the column's declared
 categories (OTHER last). Their Target names that release (``release``: the column, its encoding and the
 arguments that shape the release), so in one statement the planner runs it once and charges its ε once, and
 each aggregate derives its answer from the release's raw, unbiased estimate by post-processing (spec §6-7):
@@ -8,7 +8,8 @@ each aggregate derives its answer from the release's raw, unbiased estimate by p
 - ``LDP_HISTOGRAM(c)``, and ``LDP_FREQUENCY(c)`` with a plain column: one frequency per declared value;
 - ``LDP_FREQUENCY(c = 'v')``: the frequency of one declared value;
 - ``LDP_TOPK(c, k)``: the k most frequent values and their frequencies, largest first;
-- ``LDP_MODE(c)``: the most frequent value.
+- ``LDP_MODE(c)``: the most frequent value;
+- ``LDP_COUNT_DISTINCT(c)``: how many declared values occur, as a lower bound (spec §7's heuristic).
 
 Frequencies are projected onto the probability simplex by default (``postprocess => 'simplex'``; also
 ``'clip'``, ``'base_pos'`` and ``'none'``, the raw estimate). Intervals always come from the raw estimate and
@@ -30,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from ldpql.catalog import BooleanDomain, CategoricalDomain, NumericDomain, Table
+from ldpql.catalog import OTHER, BooleanDomain, CategoricalDomain, NumericDomain, Table
 from ldpql.errors import PlanError
 from ldpql.grammar import ast
 from ldpql.mechanisms import Encoding, Estimate, Randomizer, debiased_variance
@@ -137,6 +138,30 @@ def _mode(how: str, d: int, labels: tuple):
                         note="LDP_MODE is the value with the largest estimated frequency; it has no interval")
 
     return derive
+
+
+def _distinct(d: int, labels: tuple):
+    """derive() of LDP_COUNT_DISTINCT (spec §7, a heuristic): the declared values whose raw frequency estimate
+    is significantly above 0, Bonferroni over the d bins. With probability >= the confidence none of them is
+    absent, so the count is a lower bound on the number of distinct declared values (interval [count, d]);
+    rare values go unseen, so it is biased low. OTHER may hold several undeclared values and is not counted."""
+    declared = np.array([label != OTHER for label in labels])
+
+    def derive(release: Estimate, confidence: float) -> Estimate:
+        raw, se = _release(release, d)
+        if not np.all(np.isfinite(raw)):
+            return Estimate(np.array([np.nan]), np.array([np.nan]))
+        z = NormalDist().inv_cdf(1 - (1 - confidence) / d)
+        count = float(np.count_nonzero(declared & (raw > z * se)))
+        return Estimate(np.array([count]), np.array([np.nan]), note=DISTINCT_NOTE,
+                        interval=(np.array([count]), np.array([float(declared.sum())])), interval_confidence=confidence)
+
+    return derive
+
+
+DISTINCT_NOTE = ("LDP_COUNT_DISTINCT is approximate: it counts the declared values whose frequency is significantly "
+                 "above 0 (Bonferroni over the bins), a lower bound that misses rare values; the interval is "
+                 "[that count, the number of declared values]")
 
 
 # ---- the frequency oracles ---------------------------------------------------------------------------------
@@ -324,6 +349,14 @@ def resolve_topk(call: ast.Call, table: Table, text: str) -> Target:
     return target
 
 
+def resolve_count_distinct(call: ast.Call, table: Table, text: str) -> Target:
+    """LDP_COUNT_DISTINCT(c): how many declared values occur, approximately (a one-sided bound)."""
+    ref, _ = _column_arg(call, table, text)
+    target, labels = _target(call, table, text, ref)
+    target.derive, target.derived = _distinct(len(labels), labels), "the number of values seen with confidence"
+    return target
+
+
 def resolve_mode(call: ast.Call, table: Table, text: str) -> Target:
     """LDP_MODE(c): the declared value with the largest estimated frequency."""
     ref, _ = _column_arg(call, table, text)
@@ -364,7 +397,8 @@ def _report_cap(o: Oracle, d: int, cap: int | None) -> Callable[[float, int], st
 
 
 SIGNATURES = {"LDP_HISTOGRAM": "LDP_HISTOGRAM(column)", "LDP_FREQUENCY": "LDP_FREQUENCY(column [= value])",
-              "LDP_TOPK": "LDP_TOPK(column, k)", "LDP_MODE": "LDP_MODE(column)"}
+              "LDP_TOPK": "LDP_TOPK(column, k)", "LDP_MODE": "LDP_MODE(column)",
+              "LDP_COUNT_DISTINCT": "LDP_COUNT_DISTINCT(column)"}
 register_aggregate(AggregateSpec("LDP_HISTOGRAM", SIGNATURES["LDP_HISTOGRAM"],
                                  "frequency of each declared value of a categorical or integer column", "histogram",
                                  resolve_histogram, frequency_candidates, NAMED_ARGS))
@@ -376,3 +410,6 @@ register_aggregate(AggregateSpec("LDP_TOPK", SIGNATURES["LDP_TOPK"],
                                  resolve_topk, frequency_candidates, NAMED_ARGS))
 register_aggregate(AggregateSpec("LDP_MODE", SIGNATURES["LDP_MODE"], "the most frequent declared value", "mode",
                                  resolve_mode, frequency_candidates, NAMED_ARGS))
+register_aggregate(AggregateSpec("LDP_COUNT_DISTINCT", SIGNATURES["LDP_COUNT_DISTINCT"],
+                                 "how many declared values occur (approximate: a lower bound)", "count_distinct",
+                                 resolve_count_distinct, frequency_candidates, NAMED_ARGS))
