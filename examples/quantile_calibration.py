@@ -44,19 +44,21 @@ def factory(mechanism: str, coins: int, eps: float, tau: float):
         return bayess_protocol(space, eps, tau, max_rounds=planner.BAYESS_ROUNDS)
     if mechanism == "naive_nbs":
         return nbs_protocol(space, eps, tau)
-    return hierarchical_protocol(space, eps, [tau])
+    return hierarchical_protocol(space, eps, [tau], consistent=True)  # the engine's default post-processing
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=60)
     ap.add_argument("--tau", type=float, default=0.5)
+    ap.add_argument("--only", choices=list(SIGMA), help="calibrate one mechanism")
     args = ap.parse_args()
-    ratios: dict[str, list[float]] = {m: [] for m in SIGMA}
+    mechanisms = {m: s for m, s in SIGMA.items() if args.only in (None, m)}
+    ratios: dict[str, list[float]] = {m: [] for m in mechanisms}
     for name, make in DATASETS.items():
         data, coins = make()
         for eps in (0.25, 0.5, 1.0, 2.0, 4.0):
-            for mech, sigma in SIGMA.items():
+            for mech, sigma in mechanisms.items():
                 base = sigma(eps, len(data), coins) / getattr(planner, FACTOR[mech])
                 vals = [simulate(factory(mech, coins, eps, args.tau)(len(data)), np.random.default_rng([7, t]),
                                  coins=data, exact_positions=False).extra["coin"] for t in range(args.trials)]

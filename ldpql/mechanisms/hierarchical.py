@@ -6,7 +6,9 @@ reports the node holding its value through the engine's OUE (:class:`~ldpql.mech
 report per user, in one non-adaptive collection.
 Utility: each level's frequencies are unbiased with OUE's variance over ~n/h users; a prefix [0, x] is the sum
 of at most (b - 1) nodes per level (about (b-1)h/2 on average), so Var F̂(x) <= (b-1)h · 4e^ε h/((e^ε-1)² n), and the
-rank error needs n = O(log³ B/(ε²α²)) (spec §2.7). No post-processing (A10).
+rank error needs n = O(log³ B/(ε²α²)) (spec §2.7). No post-processing in the paper (A10); ``consistent=True``
+makes the node estimates a consistent tree (:func:`make_consistent`, the least-squares fit of Hay et al. 2010,
+weighted by the variances), which lowers the variance of every prefix.
 Runtime: h exact-path rounds (DuckDB GROUP BY per level, two binomials per node), then O(K h) numpy.
 Citations: spec seed-001-quantile.md §2.7 and A10; OUE as in seed-002 §3.2.
 """
@@ -52,12 +54,41 @@ def prefix_masses(per_level: list[np.ndarray], widths: list[int], branching: int
     return acc[1: size + 1]
 
 
+def make_consistent(freqs: list[np.ndarray], variances: list[np.ndarray], branching: int) -> list[np.ndarray]:
+    """The node values (levels leaves first) closest to ``freqs`` in variance-weighted least squares among
+    those where every node is the sum of its children and the top level sums to 1 (the root, known). Two
+    passes: up, each node's estimate from its own report and its children's (inverse-variance weights); down,
+    each parent's final value minus its children's estimates, shared among them in proportion to their
+    variances. The prefix sums keep their unbiasedness and lose variance (the raw variance stays an upper
+    bound). A level without users (infinite variance) is left as it was."""
+    if any(not np.all(np.isfinite(v)) for v in variances):
+        return freqs
+    up, up_var = [np.asarray(freqs[0], dtype=float)], [np.maximum(np.asarray(variances[0], dtype=float), 1e-300)]
+    for f, v in zip(freqs[1:], variances[1:]):
+        kids = np.add.reduceat(up[-1], np.arange(0, len(up[-1]), branching))[: len(f)]
+        kids_var = np.add.reduceat(up_var[-1], np.arange(0, len(up_var[-1]), branching))[: len(f)]
+        v = np.maximum(np.asarray(v, dtype=float), 1e-300)
+        up.append((f / v + kids / kids_var) / (1 / v + 1 / kids_var))
+        up_var.append(1 / (1 / v + 1 / kids_var))
+    final = [None] * len(up)
+    parent = np.ones(1)   # the root: every user, known
+    for level in range(len(up) - 1, -1, -1):
+        group = np.arange(len(up[level])) // branching
+        gap = parent - np.bincount(group, up[level], minlength=len(parent))
+        share = up_var[level] / np.bincount(group, up_var[level], minlength=len(parent))[group]
+        final[level] = up[level] + share * gap[group]
+        parent = final[level]
+    return final
+
+
 def _level_randomizer(eps: float, nodes: int):
     return Identity(nodes) if math.isinf(eps) else OUE(eps, max(nodes, 2))
 
 
-def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], branching: int, size: int):
-    """(F̂(x), Var F̂(x)) for every coin x from the per-level replies (unbiased, no consistency step)."""
+def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], branching: int, size: int,
+                 consistent: bool = False):
+    """(F̂(x), Var F̂(x)) for every coin x from the per-level replies (unbiased); with ``consistent`` the node
+    estimates are made a consistent tree first and Var is the raw one (an upper bound)."""
     freqs, variances = [], []
     for reply, r, w in zip(replies, randomizers, widths):
         nodes = -(-size // w)
@@ -68,7 +99,8 @@ def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], bra
         f = np.asarray(r.estimate(reply.summary, reply.n), dtype=float)[:nodes]
         freqs.append(f)
         variances.append(np.asarray(r.variance(np.clip(f, 0.0, 1.0), reply.n), dtype=float)[:nodes])
-    return prefix_masses(freqs, widths, branching, size), prefix_masses(variances, widths, branching, size)
+    fitted = make_consistent(freqs, variances, branching) if consistent else freqs
+    return prefix_masses(fitted, widths, branching, size), prefix_masses(variances, widths, branching, size)
 
 
 def choose_coin(cdf: np.ndarray, tau: float, paper: bool = False) -> int:
@@ -99,9 +131,10 @@ def cdf_interval(cdf: np.ndarray, var: np.ndarray, tau: float, coin: int, levels
 
 
 def hierarchical_protocol(space: CoinSpace, eps: float, taus: list[float], branching: int = BRANCHING,
-                          paper: bool = False) -> Callable[[int], Protocol]:
+                          paper: bool = False, consistent: bool = False) -> Callable[[int], Protocol]:
     """One collection: the users of level l (a 1/h share) report their node at that level through OUE; every
-    τ of ``taus`` is then read from the same estimated CDF (``extra['answers']``)."""
+    τ of ``taus`` is then read from the same estimated CDF (``extra['answers']``), made from a consistent
+    tree of node estimates when ``consistent``."""
     def protocol(n: int) -> Protocol:
         if n == 0:
             return _no_users()
@@ -115,7 +148,7 @@ def hierarchical_protocol(space: CoinSpace, eps: float, taus: list[float], branc
             r = _level_randomizer(eps, enc.size)
             randomizers.append(r)
             replies.append((yield Round(r, enc, users=users, label=f"level of width {w}")))
-        cdf, var = cdf_estimate(replies, randomizers, widths, branching, space.size)
+        cdf, var = cdf_estimate(replies, randomizers, widths, branching, space.size, consistent)
         return _release(space, taus, cdf, var, len(widths), branching, paper)
     return protocol
 

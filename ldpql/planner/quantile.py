@@ -54,12 +54,13 @@ MAX_LEAVES = 1 << 22                # the hierarchical mechanism's OUE reports h
 BAYESS_ROUNDS = (64, 16)             # sequential BayesLearn rounds (stage 1, stage 2); users answer in batches
 UNIT = "rank error (fraction of users)"
 QUANTILE_CALLS = ("LDP_QUANTILE", "LDP_MEDIAN")
-NAMED_ARGS = ("resolution", "quantile_mode")
+NAMED_ARGS = ("resolution", "quantile_mode", "postprocess")
 Z95 = NormalDist().inv_cdf(0.975)
-# Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11 configurations
+# Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11/11 configurations
 # (Pareto and uniform data, n 2,500-40,000, B 10^3-10^6, ε 0.25-4), of the factor that makes z·σ the 95%
-# quantile of the measured rank error (examples/quantile_calibration.py; medians 0.22/0.72/0.82).
-A_BAYESS, A_NBS, A_HIER = 0.27, 0.80, 0.95
+# quantile of the measured rank error (examples/quantile_calibration.py; medians 0.22/0.72/0.38/0.82).
+# The hierarchical tree made consistent (the default) needs half the factor of the raw one.
+A_BAYESS, A_NBS, A_HIER, A_HIER_RAW = 0.27, 0.80, 0.49, 0.95
 USELESS = 0.25                      # σ of an answer that is no better than a random coin
 # How BayeSS answers τ != 1/2 (spec §2.6): 'direct' (capacity-achieving query point, exact asymmetric Bayes
 # update) has the lower mean rank error in 35 of 36 configurations of examples/quantile_modes.py (200 trials;
@@ -67,6 +68,10 @@ USELESS = 0.25                      # σ of an answer that is no better than a r
 # ``quantile_mode => 'padding'``.
 QUANTILE_MODE = "direct"
 QUANTILE_MODES = ("direct", "padding")
+# The hierarchical release's node estimates: 'consistent' (least squares on the tree, spec A10's option) had a
+# lower mean rank error than 'none' (the paper's raw nodes) in 14 of 16 configurations of
+# examples/quantile_modes.py (by 1.03-6.3x) and the same in the 2 where neither was useful.
+POSTPROCESS = ("consistent", "none")
 
 
 # ---- several quantiles of one column share one release -------------------------------------------------------
@@ -80,12 +85,13 @@ class QuantileTarget(Target):
     space: CoinSpace = field(default_factory=lambda: CoinSpace(1))
     taus: tuple[float, ...] = (0.5,)
     mode: str = QUANTILE_MODE
+    postprocess: str = POSTPROCESS[0]
 
 
 def _statement_taus(select: ast.Select | None, table: Table, column: str, space: CoinSpace, tau: float,
-                    text: str, mode: str) -> tuple[float, ...]:
-    """The τ's of the statement's quantile calls on ``column`` with the same coins and quantile mode (hence the
-    same release)."""
+                    text: str, choices: tuple[str, str]) -> tuple[float, ...]:
+    """The τ's of the statement's quantile calls on ``column`` with the same coins and the same quantile_mode and
+    postprocess (hence the same release)."""
     taus = {tau}
     col = table.column(column)
     for item in (select.items if select is not None else ()):
@@ -96,10 +102,10 @@ def _statement_taus(select: ast.Select | None, table: Table, column: str, space:
         try:  # a call that does not resolve raises its own error when the planner resolves it
             other = _tau_arg(call, text) if call.name.upper() == "LDP_QUANTILE" else 0.5
             coins, _ = coin_space(col, col.domain, _resolution(call, text))
-            other_mode = _quantile_mode(call, text)
+            other_choices = _choices(call, text)
         except (PlanError, AttributeError, TypeError):
             continue
-        if (coins.size, coins.bucket_sql, other_mode) == (space.size, space.bucket_sql, mode):
+        if (coins.size, coins.bucket_sql, other_choices) == (space.size, space.bucket_sql, choices):
             taus.add(other)
     return tuple(sorted(taus))
 
@@ -154,14 +160,18 @@ def _resolution(call: ast.Call, text: str) -> int | None:
     return int(v)
 
 
-def _quantile_mode(call: ast.Call, text: str) -> str:
-    arg = next((a for a in call.named if a.name == "quantile_mode"), None)
-    if arg is None:
-        return QUANTILE_MODE
-    if arg.value.value not in QUANTILE_MODES:
-        raise _err(PlanError, f"quantile_mode must be 'direct' or 'padding', not {arg.value.sql()}", arg, text,
-                   hint="'padding' is the paper's reduction to the median (spec §2.6); 'direct' is the default")
-    return arg.value.value
+def _choices(call: ast.Call, text: str) -> tuple[str, str]:
+    """(quantile_mode, postprocess) of a quantile call: its named arguments, checked, or the defaults."""
+    out = []
+    for name, allowed, hint in (
+            ("quantile_mode", QUANTILE_MODES, "'padding' is the paper's reduction to the median (spec §2.6)"),
+            ("postprocess", POSTPROCESS, "'none' reads the hierarchical mechanism's raw node estimates (the paper)")):
+        arg = next((a for a in call.named if a.name == name), None)
+        if arg is not None and arg.value.value not in allowed:
+            raise _err(PlanError, f"{name} must be '{allowed[0]}' or '{allowed[1]}', not {arg.value.sql()}", arg,
+                       text, hint=f"{hint}; '{allowed[0]}' is the default")
+        out.append(allowed[0] if arg is None else arg.value.value)
+    return out[0], out[1]
 
 
 def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
@@ -176,11 +186,11 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
         raise _err(PlanError, f"{call.name.upper()} needs a numeric column; `{col.name}` is categorical", ref, text,
                    hint="quantiles need an ordered domain: declare it BETWEEN lo AND hi")
     space, domain_text = coin_space(col, dom, _resolution(call, text))
-    mode = _quantile_mode(call, text)
+    choices = _choices(call, text)
     target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
-                            release=("quantile", col.name, space.size, space.bucket_sql, mode), tau=tau, space=space,
-                            taus=_statement_taus(select, table, col.name, space, tau, text, mode), mode=mode,
-                            notes_prediction=True)
+                            release=("quantile", col.name, space.size, space.bucket_sql) + choices, tau=tau,
+                            space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
+                            mode=choices[0], postprocess=choices[1], notes_prediction=True)
     target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
     return target
 
@@ -231,13 +241,14 @@ def sigma_nbs(eps: float, n: float, coins: int) -> float:
     return min(A_NBS / (2 * _kappa(eps) * math.sqrt(n / steps)), USELESS)
 
 
-def sigma_hierarchical(eps: float, n: float, coins: int) -> float:
-    """Hierarchical: the standard error of F̂(x), a sum of about (b-1)h/2 OUE node estimates from n/h users."""
+def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER) -> float:
+    """Hierarchical: the standard error of F̂(x), a sum of about (b-1)h/2 OUE node estimates from n/h users,
+    times the calibrated ``factor`` (A_HIER for a consistent tree, A_HIER_RAW for the raw nodes)."""
     h = len(level_widths(coins))
     if n < h or math.isinf(eps):
         return 0.0 if math.isinf(eps) else USELESS
     node = 4 * math.exp(eps) / math.expm1(eps) ** 2 * h / n
-    return min(A_HIER * math.sqrt(max((BRANCHING - 1) * h / 2, 1) * node), USELESS)
+    return min(factor * math.sqrt(max((BRANCHING - 1) * h / 2, 1) * node), USELESS)
 
 
 # ---- candidates ----------------------------------------------------------------------------------------------
@@ -308,11 +319,13 @@ def _search_protocol(target: QuantileTarget, make) -> Callable:
 def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
     space, taus = target.space, target.taus
     h = len(level_widths(space.size))
+    consistent = target.postprocess == "consistent"
+    factor = A_HIER if consistent else A_HIER_RAW
 
     def protocol(eps: float):
         if math.isinf(eps):
             return _search_protocol(target, None)(eps)
-        return hierarchical_protocol(space, eps, taus)
+        return hierarchical_protocol(space, eps, taus, consistent=consistent)
 
     def check(eps: float, n: int) -> str | None:
         if space.size > MAX_LEAVES:
@@ -321,10 +334,12 @@ def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
 
     def describe(eps: float, n: int) -> list[str]:
         every = "every τ" if len(taus) > 1 else "τ"
+        fit = "made a consistent tree (least squares; postprocess => 'consistent')" if consistent else \
+            "used raw (postprocess => 'none')"
         return [f"tree        b = {BRANCHING}, {h} levels (root not asked); ~{n // h:,} users per level report their "
-                f"node by OUE; {every} read from one estimated CDF"]
+                f"node by OUE; node estimates {fit}; {every} read from one estimated CDF"]
 
-    return Candidate("hierarchical", "local", 1, lambda eps, n: sigma_hierarchical(eps, n, space.size), protocol,
+    return Candidate("hierarchical", "local", 1, lambda eps, n: sigma_hierarchical(eps, n, space.size, factor), protocol,
                      note="one non-adaptive collection", check=check, describe=describe, share_n=True)
 
 

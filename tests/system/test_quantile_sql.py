@@ -208,6 +208,7 @@ def test_intervals_cover_the_truth(eval_con):
     ("SELECT LDP_MEDIAN(city) FROM t EPSILON 1", PlanError, "categorical"),
     ("SELECT LDP_MEDIAN(income, resolution => 1) FROM t EPSILON 1", PlanError, "resolution"),
     ("SELECT LDP_QUANTILE(age, 0.9, quantile_mode => 'pad') FROM t EPSILON 1", PlanError, "'direct' or 'padding'"),
+    ("SELECT LDP_MEDIAN(age, postprocess => 'simplex') FROM t EPSILON 1", PlanError, "'consistent' or 'none'"),
     ("SELECT LDP_MEDIAN(region) FROM t EPSILON 1", PlanError, "public column"),
     ("SELECT LDP_MEDIAN(income) FROM t EPSILON 1 OPTIONS (model = 'shuffle')", PlanError, "DELTA budget"),
 ])
@@ -260,3 +261,12 @@ def test_padding_and_direct_quantiles_do_not_share_a_release():
                    "quantile_mode => 'padding'), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1").plan
     assert plan.aggregates[1].source == 0 and plan.aggregates[2].source is None
     assert plan.aggregates[0].target.taus == (0.1, 0.9) and plan.aggregates[2].target.taus == (0.9,)
+
+
+def test_hierarchical_postprocess_is_explained_and_shapes_the_release():
+    con = connect(3000)
+    sql = "EXPLAIN SELECT LDP_MEDIAN(age{}), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1 OPTIONS (rounds = 1)"
+    consistent, raw = con.sql(sql.format("")).plan, con.sql(sql.format(", postprocess => 'none'")).plan
+    assert "made a consistent tree" in str(consistent) and "used raw (postprocess => 'none')" in str(raw)
+    assert consistent.aggregates[1].source == 0 and raw.aggregates[1].source is None
+    assert consistent.aggregates[0].chosen.predicted_se < raw.aggregates[0].chosen.predicted_se

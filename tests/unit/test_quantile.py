@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from ldpql.mechanisms import REGISTRY, Reply
-from ldpql.mechanisms.hierarchical import choose_coin, hierarchical_protocol, level_widths, prefix_masses
+from ldpql.mechanisms.hierarchical import (choose_coin, hierarchical_protocol, level_widths, make_consistent,
+                                          prefix_masses)
 from ldpql.mechanisms.oue import OUE
 from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha_update, bayess_guard, bayess_protocol,
                                        bayess_split, bracket, capacity_quantile, edges, exact_protocol,
@@ -362,3 +363,34 @@ def test_example_scripts_run(tmp_path, capsys):
     assert "lower mean rank error: direct in" in capsys.readouterr().out
     summary = _example("reproduce_quantile").main(["--trials", "1", "--only", "domain", "--out", str(tmp_path)])
     assert "domain" in summary and (tmp_path / "fig1right_fig3_domain.csv").stat().st_size > 0
+
+
+# ---- the hierarchical tree made consistent (spec A10's option, the engine's default) ----------------------------
+
+def test_consistent_tree_is_the_constrained_least_squares_fit():
+    """Two passes give exactly the variance-weighted least-squares node values under "each node is the sum of
+    its children, the top level sums to 1", on an incomplete ternary tree with unequal variances."""
+    rng = np.random.default_rng(0)
+    leaves, v0 = rng.normal(1 / 7, 0.05, 7), rng.uniform(0.001, 0.01, 7)
+    tops, v1 = rng.normal(1 / 3, 0.05, 3), rng.uniform(0.001, 0.01, 3)
+    fit = make_consistent([leaves, tops], [v0, v1], 3)
+    sums = np.array([[1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0, 1]])
+    a, w = np.vstack([np.eye(7), sums]), np.diag(1 / np.concatenate([v0, v1]))
+    kkt = np.block([[a.T @ w @ a, np.ones((7, 1))], [np.ones((1, 7)), np.zeros((1, 1))]])
+    best = np.linalg.solve(kkt, np.concatenate([a.T @ w @ np.concatenate([leaves, tops]), [1.0]]))[:7]
+    assert fit[0] == pytest.approx(best, abs=1e-12) and fit[1] == pytest.approx(sums @ best, abs=1e-12)
+    exact = [np.full(7, 1 / 7), sums @ np.full(7, 1 / 7)]
+    assert all(np.allclose(f, e) for f, e in zip(make_consistent(exact, [v0, v1], 3), exact))
+
+
+def test_consistent_tree_lowers_the_rank_error():
+    data = paper.uniform_data(40_000, 1000)
+    s = np.sort(data)
+    errors = {}
+    for consistent in (False, True):
+        make = hierarchical_protocol(CoinSpace(1000), 1.0, [0.9], consistent=consistent)
+        coins = np.array([simulate(make(len(data)), np.random.default_rng([8, t]), coins=data,
+                                   exact_positions=False).extra["coin"] for t in range(30)])
+        f, below = np.searchsorted(s, coins, side="right") / len(s), np.searchsorted(s, coins - 1, side="right") / len(s)
+        errors[consistent] = np.maximum(np.maximum(below - 0.9, 0.9 - f), 0.0).mean()
+    assert errors[True] < 0.7 * errors[False]   # measured 0.017 against 0.037 over 100 trials
