@@ -15,7 +15,7 @@ from ldpql.result import Result
 
 __version__ = "0.1.0"
 
-__all__ = ["connect", "Connection", "Result", "functions", "keywords", "options", "Error", "ParseError", "CatalogError", "PrivacyError",
+__all__ = ["connect", "Connection", "Result", "functions", "function_arguments", "keywords", "options", "Error", "ParseError", "CatalogError", "PrivacyError",
            "BudgetExceededError", "PlanError", "ExecuteError", "InternalError", "__version__"]
 
 
@@ -24,6 +24,14 @@ def functions() -> list[tuple[str, str, str]]:
     from ldpql.planner import AGGREGATES
 
     return [(name, spec.signature.replace(spec.name, name, 1), spec.doc) for name, spec in sorted(AGGREGATES.items())]
+
+
+def function_arguments(name: str) -> list[tuple[str, str]]:
+    """The named arguments (``name => value``) an LDP aggregate takes, and what each takes; [] if unknown."""
+    from ldpql.planner import AGGREGATES, COMMON_ARGS
+
+    spec = AGGREGATES.get(name.upper())
+    return [] if spec is None else list({**COMMON_ARGS, **spec.named_args}.items())
 
 
 def keywords() -> tuple[str, ...]:

@@ -188,6 +188,7 @@ def _help_topic(topic: str) -> Fragments:
         sig, doc = funcs[key.upper()]
         same = [n for n, (s, d) in funcs.items() if d == doc and n != key.upper()]
         out: Fragments = [("class:help.name", sig), ("", f"\n  {doc}\n  example: SELECT {sig} FROM t EPSILON 1;")]
+        out += [("", "\n")] + _section("named arguments (name => value)", ldpql.function_arguments(key))
         return out + ([("class:note", f"\n  same as: {', '.join(same)}")] if same else [])
     if key.upper() in STATEMENTS:
         syntax, doc = STATEMENTS[key.upper()]

@@ -14,11 +14,11 @@ from statistics import NormalDist
 from ldpql.catalog import Table
 from ldpql.errors import PlanError, PrivacyError, did_you_mean
 from ldpql.grammar import ast
-from ldpql.planner.aggregates import AGGREGATES, AggregateSpec, register_aggregate
+from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, AggregateSpec, register_aggregate
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
 from ldpql.planner import histogram  # noqa: F401,E402  (registers LDP_HISTOGRAM/FREQUENCY/TOPK/MODE)
 
-__all__ = ["AGGREGATES", "AggregateSpec", "Candidate", "Plan", "PublicFacts", "Target", "plan", "check_option",
+__all__ = ["AGGREGATES", "COMMON_ARGS", "AggregateSpec", "Candidate", "Plan", "PublicFacts", "Target", "plan", "check_option",
            "check_public", "register_aggregate", "RULES", "OPTIONS"]
 
 # OPTIONS keys and what they accept; session SET takes the same keys (and epsilon).
@@ -184,9 +184,9 @@ def _resolve_call(ctx: _Context, call: ast.Call) -> AggregatePlan:
                         hint=(did_you_mean(call.name, list(AGGREGATES)) or "") +
                         " available: " + ", ".join(s.signature for s in _unique_specs()))
     for arg in call.named:
-        if arg.name not in ("epsilon", "mechanism") + spec.named_args:
+        if arg.name not in COMMON_ARGS and arg.name not in spec.named_args:
             raise ctx.error(PlanError, f"{spec.name} has no argument `{arg.name}`", arg, width=len(arg.name),
-                            hint=f"named arguments: {', '.join(('epsilon', 'mechanism') + spec.named_args)}")
+                            hint=f"named arguments: {', '.join([*COMMON_ARGS, *spec.named_args])}")
     extra = {"select": ctx.select, "options": ctx.options} if spec.statement_aware else {}
     target = spec.resolve(call, ctx.table, ctx.text, **extra)
     agg = AggregatePlan(len(ctx.aggregates), "", call, spec.kind, target, candidates=spec.candidates(target))

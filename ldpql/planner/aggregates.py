@@ -8,7 +8,7 @@ error. The planner chooses among them; nothing here reads data.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -33,13 +33,16 @@ class AggregateSpec:
     kind: str
     resolve: Callable[..., Target]
     candidates: Callable[[Target], list[Candidate]]
-    named_args: tuple[str, ...] = ()
+    named_args: dict[str, str] = field(default_factory=dict)   # its own named arguments -> what each takes
     # resolve(call, table, text) by default; a statement-aware family also gets select= (the SELECT) and
     # options= (the statement's OPTIONS over the session's SET values, already checked)
     statement_aware: bool = False
 
 
 AGGREGATES: dict[str, AggregateSpec] = {}
+# Named arguments every aggregate takes, and what they take (HELP shows them with the family's own)
+COMMON_ARGS = {"epsilon": "a fixed share of the statement's ε for this aggregate, e.g. epsilon => 0.3",
+               "mechanism": "run this mechanism (EXPLAIN lists the candidates), e.g. mechanism => 'grr'"}
 
 
 def register_aggregate(spec: AggregateSpec, *aliases: str) -> None:

@@ -51,7 +51,9 @@ MAX_HISTOGRAM_SIZE = 100_000
 POSTPROCESS = {"simplex": "simplex", "project": "simplex", "norm_sub": "simplex", "clip": "clip",
                "base_pos": "base_pos", "none": "none"}
 RELEASE_ARGS = ("epsilon", "mechanism", "max_report_bits", "subset_size")   # they shape the shared release
-NAMED_ARGS = ("postprocess", "max_report_bits", "subset_size")
+NAMED_ARGS = {"postprocess": "'simplex' (the default: projected onto the simplex), 'clip', 'base_pos' or 'none'",
+              "max_report_bits": "the largest report a user may send, in bits, e.g. max_report_bits => 64",
+              "subset_size": "k-subset with this k instead of the planner's choice"}
 UNIT = "ℓ2 (√ of the expected total squared error over the bins)"
 
 

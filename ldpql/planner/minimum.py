@@ -392,11 +392,12 @@ def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
     return lines
 
 
+NAMED_ARGS = {"alpha": "a known lower bound α on the tail exponent (spec seed 000 §2.3); default: α unknown"}
 register_aggregate(AggregateSpec("LDP_MIN", "LDP_MIN(column [, alpha => a])",
                                  "minimum of a bounded numeric column (locally private bisection)", "min",
-                                 resolve_extreme, extreme_candidates, named_args=("alpha",),
+                                 resolve_extreme, extreme_candidates, named_args=NAMED_ARGS,
                                  statement_aware=True))
 register_aggregate(AggregateSpec("LDP_MAX", "LDP_MAX(column [, alpha => a])",
                                  "maximum of a bounded numeric column (locally private bisection)", "max",
-                                 resolve_extreme, extreme_candidates, named_args=("alpha",),
+                                 resolve_extreme, extreme_candidates, named_args=NAMED_ARGS,
                                  statement_aware=True))

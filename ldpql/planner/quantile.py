@@ -54,7 +54,9 @@ MAX_LEAVES = 1 << 22                # the hierarchical mechanism's OUE reports h
 BAYESS_ROUNDS = (64, 16)             # sequential BayesLearn rounds (stage 1, stage 2); users answer in batches
 UNIT = "rank error (fraction of users)"
 QUANTILE_CALLS = ("LDP_QUANTILE", "LDP_MEDIAN")
-NAMED_ARGS = ("resolution", "quantile_mode", "postprocess")
+NAMED_ARGS = {"resolution": "coins of a continuous column (default 2^16), e.g. resolution => 1024",
+              "quantile_mode": "'direct' (the default) or 'padding' (the paper's): how BayeSS answers q != 0.5",
+              "postprocess": "'consistent' (the default) or 'none' (the paper's): the hierarchical tree's nodes"}
 Z95 = NormalDist().inv_cdf(0.975)
 # Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11/11 configurations
 # (Pareto and uniform data, n 2,500-40,000, B 10^3-10^6, ε 0.25-4), of the factor that makes z·σ the 95%

@@ -148,6 +148,12 @@ def test_help_lists_everything_from_the_registries(state):
     assert said(state).startswith(signature)
     repl.execute(state, ".help simulation")
     assert "'per_user'" in said(state)
+    repl.execute(state, "HELP LDP_QUANTILE")
+    out = said(state)
+    for arg, text in ldpql.function_arguments("ldp_quantile"):
+        assert f"  {arg}" in out and text in out
+    assert [a for a, _ in ldpql.function_arguments("LDP_QUANTILE")][:2] == ["epsilon", "mechanism"]
+    assert "quantile_mode" in dict(ldpql.function_arguments("LDP_MEDIAN")) and ldpql.function_arguments("NOPE") == []
     repl.execute(state, "HELP LDP_NOPE")
     assert "no help for `LDP_NOPE`" in said(state)
 
