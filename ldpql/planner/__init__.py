@@ -76,11 +76,13 @@ def check_public(select: ast.Select, table: Table, text: str = "") -> None:
         col = table.column(ref.name, ref.pos, text)
         if not col.public:
             clause = "GROUP BY" if ref in select.group_by else "WHERE"
+            joint = f"LDP_HISTOGRAM({col.name}, other_column) for the joint distribution, " if clause == "GROUP BY" \
+                else ""
             raise _error(PrivacyError, f"{clause} may only use public columns, and `{col.name}` is private", text,
                          ref, width=len(ref.name),
                          hint=f"the server never sees private values; count a condition on them with an "
-                              f"aggregate, e.g. LDP_COUNT({col.name} = ...), or declare `{col.name}` PUBLIC "
-                              "if it is not sensitive")
+                              f"aggregate, e.g. LDP_COUNT({col.name} = ...), {joint}or declare `{col.name}` "
+                              "PUBLIC if it is not sensitive")
 
 
 def check_public_clauses(ctx: _Context) -> None:

@@ -24,6 +24,7 @@ report size. ``subset_size => k`` asks for k-SS with that k.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -292,10 +293,13 @@ def _target(call: ast.Call, table: Table, text: str, ref: ast.ColumnRef) -> tupl
 
 
 def resolve_histogram(call: ast.Call, table: Table, text: str) -> Target:
-    """LDP_HISTOGRAM(c) / LDP_FREQUENCY(c): one frequency per declared value; LDP_FREQUENCY(c = 'v'): one."""
+    """LDP_HISTOGRAM(c) / LDP_FREQUENCY(c): one frequency per declared value; LDP_FREQUENCY(c = 'v'): one;
+    LDP_HISTOGRAM(c1, c2, ...): one per combination of declared values."""
     one_value = len(call.args) == 1 and isinstance(call.args[0], ast.Comparison)
     if one_value and call.name.upper() == "LDP_FREQUENCY":
         return _resolve_one_value(call, table, text)
+    if len(call.args) > 1 and call.name.upper() == "LDP_HISTOGRAM":
+        return _resolve_joint(call, table, text)
     ref = call.args[0] if len(call.args) == 1 and isinstance(call.args[0], ast.ColumnRef) else None
     if ref is None or call.star:
         raise _err(PlanError, f"{call.name.upper()} takes a column" + (" or a condition column = value"
@@ -304,6 +308,34 @@ def resolve_histogram(call: ast.Call, table: Table, text: str) -> Target:
     target, labels = _target(call, table, text, ref)
     target.categories, target.derived = labels, f"all {len(labels)} frequencies ({target.postprocess})"
     target.derive = _frequencies(target.postprocess, len(labels))
+    return target
+
+
+def _resolve_joint(call: ast.Call, table: Table, text: str) -> Target:
+    """LDP_HISTOGRAM(c1, c2, ...): the joint distribution of several private columns, as one histogram over the
+    product of their domains (spec §7's joint domain for a private key): each user reports one value of it, so
+    the statement's ε is spent once, and the planner picks the oracle for the joint d."""
+    if call.star or not all(isinstance(a, ast.ColumnRef) for a in call.args):
+        raise _err(PlanError, "LDP_HISTOGRAM takes columns", call, text, hint="for example LDP_HISTOGRAM(city, smoker)")
+    parts = [_categories(_column_arg(ast.Call(call.name, (ref,), pos=call.pos), table, text)[1], ref, text)
+             for ref in call.args]
+    names = [table.column(ref.name).name for ref in call.args]
+    if len({n.lower() for n in names}) < len(names):
+        raise _err(PlanError, "LDP_HISTOGRAM names a column twice", call, text, hint="name each column once")
+    size = math.prod(enc.size for enc, _, _ in parts)
+    if size > MAX_HISTOGRAM_SIZE:
+        raise _err(PlanError, f"the joint domain of {', '.join(names)} has {size:,} values, too many bins", call, text,
+                   hint=f"at most {MAX_HISTOGRAM_SIZE:,}; use fewer columns or coarser domains")
+    sql = str(parts[0][0].sql)
+    for enc, _, _ in parts[1:]:
+        sql = f"(({sql}) * {enc.size} + ({enc.sql}))"
+    enc = Encoding(sql, size, "_".join(names))
+    labels = tuple(", ".join(map(str, combo)) for combo in itertools.product(*(labels for _, labels, _ in parts)))
+    target = FrequencyTarget("_".join(names), enc, " × ".join(f"{n} {t}" for n, (_, _, t) in zip(names, parts)) +
+                             f"; joint domain of {size:,} values", labels, UNIT,
+                             release=_release_key(call, "_".join(names), enc), **_named_options(call, size, text))
+    target.derived = f"all {size} joint frequencies ({target.postprocess})"
+    target.derive = _frequencies(target.postprocess, size)
     return target
 
 
@@ -398,7 +430,7 @@ def _report_cap(o: Oracle, d: int, cap: int | None) -> Callable[[float, int], st
     return check
 
 
-SIGNATURES = {"LDP_HISTOGRAM": "LDP_HISTOGRAM(column)", "LDP_FREQUENCY": "LDP_FREQUENCY(column [= value])",
+SIGNATURES = {"LDP_HISTOGRAM": "LDP_HISTOGRAM(column [, column ...])", "LDP_FREQUENCY": "LDP_FREQUENCY(column [= value])",
               "LDP_TOPK": "LDP_TOPK(column, k)", "LDP_MODE": "LDP_MODE(column)",
               "LDP_COUNT_DISTINCT": "LDP_COUNT_DISTINCT(column)"}
 register_aggregate(AggregateSpec("LDP_HISTOGRAM", SIGNATURES["LDP_HISTOGRAM"],

@@ -4,6 +4,7 @@ post-processing, and LDP_FREQUENCY / LDP_TOPK / LDP_MODE answered from one relea
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -240,3 +241,38 @@ def test_count_distinct_finds_the_frequent_values_and_never_an_absent_one():
     res = con.sql("SELECT LDP_COUNT_DISTINCT(v), LDP_HISTOGRAM(v) FROM t EPSILON 2")
     assert res.intervals()[0][0][:2] == (4.0, 20.0) and res.epsilon_spent == 2
     assert any("LDP_COUNT_DISTINCT is approximate" in n for n in res.notes)
+
+
+# ---- the joint histogram of several private columns (spec §7's joint domain) ------------------------------------
+
+def test_noise_off_joint_histogram_is_duckdbs_cross_tab(zips):
+    got = zips.sql("SELECT LDP_HISTOGRAM(z64, zip, postprocess => 'none') FROM z WHERE region = 'a' EPSILON INF")
+    assert got.columns == ["z64_zip", "ldp_histogram_z64_zip"] and len(got) == 64 * 1000
+    n, = zips.duck.execute("SELECT count(*) FROM __ldpql_frame_z WHERE region = 'a'").fetchone()
+    cells = zips.duck.execute("SELECT z64, zip, count(*) FROM __ldpql_frame_z WHERE region = 'a' GROUP BY ALL").fetchall()
+    want = {f"{a}, {b}": c / n for a, b, c in cells}
+    rows = got.fetchall()
+    assert {label: f for label, f in rows if f > 0} == pytest.approx(want)
+
+
+def test_joint_histogram_is_one_release_over_the_product_domain(people):
+    res = people.sql("SELECT LDP_HISTOGRAM(city, smoker), LDP_MEAN(income) FROM people EPSILON 2")
+    rows = res.fetchall()
+    assert [r[0] for r in rows[:3]] == ["Lyon, False", "Lyon, True", "Nice, False"] and len(rows) == 8
+    assert sum(r[1] for r in rows) == pytest.approx(1)
+    plan = res.plan.aggregates[0]
+    assert plan.target.encoding.size == 8 and "joint domain of 8 values" in str(res.plan)
+    joint = dict((r[0], r[1]) for r in rows)
+    assert abs(joint["Paris, True"] - 0.4 * 0.2) < 0.05   # the conftest table: Paris 0.4, smokers 0.2, independent
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT LDP_HISTOGRAM(city, city) FROM people EPSILON 1", "names a column twice"),
+    ("SELECT LDP_HISTOGRAM(city, income) FROM people EPSILON 1", "continuous"),
+    ("SELECT LDP_HISTOGRAM(city, region) FROM people EPSILON 1", "public column"),
+    ("SELECT smoker, LDP_HISTOGRAM(city) FROM people GROUP BY smoker EPSILON 1", "LDP_HISTOGRAM(smoker, other_column)"),
+])
+def test_joint_histogram_errors(people, sql, message):
+    with pytest.raises(ldpql.Error, match=re.escape(message)):
+        people.sql(sql)
+    assert people.remaining_budget("people") == 4  # nothing spent
