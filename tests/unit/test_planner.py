@@ -144,7 +144,7 @@ def test_errors_point_at_the_offending_node():
 def test_unknown_aggregate_lists_the_available_ones():
     with pytest.raises(ldpql.PlanError) as info:
         _plan("SELECT LDP_MEDIANN(income) FROM people EPSILON 1")
-    assert "LDP_MEAN(column)" in info.value.hint and "LDP_HISTOGRAM(column)" in info.value.hint
+    assert "LDP_MEAN(column)" in info.value.hint and "LDP_HISTOGRAM(column [, column ...])" in info.value.hint
 
 
 def test_epsilon_inf_is_allowed_in_evaluation_mode():
