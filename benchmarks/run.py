@@ -460,12 +460,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _encoded_sql(con) -> str:
     """The DuckDB expression ldpql streams for LDP_HISTOGRAM(c) (the planner's encoding of an INTEGER BETWEEN
-    column), for the floor measurement; the raw column if the catalog's API has changed."""
-    try:
-        dom = con.catalog.get("t").column("c").domain
-        return f"CAST({dom.clamped_sql('c')} - {dom.low!r} AS BIGINT)"
-    except Exception:  # noqa: BLE001
-        return "c"
+    column), for the floor measurement."""
+    dom = con.catalog.get("t").column("c").domain
+    return f"CAST({dom.clamped_sql('c')} - {dom.low!r} AS BIGINT)"
 
 
 def _stream(duck, sql: str, rng: np.random.Generator | None) -> float:

@@ -56,6 +56,8 @@ class Connection:
         try:
             self.duck = duckdb.connect(database or ":memory:")
             self.duck.execute("SET enable_progress_bar = false")  # ldpql reports progress itself
+            # scans keep the source's row order, so a row's position is the same user in every round
+            self.duck.execute("SET preserve_insertion_order = true")
         except duckdb.Error as e:
             raise CatalogError(f"cannot open the DuckDB database {database!r}: {str(e).splitlines()[0]}") from None
         self.catalog = cat.Catalog()
@@ -159,14 +161,16 @@ class Connection:
         log.debug("ast: %r", stmt)
         p, cells = self._plan(stmt, text)
         log.debug("plan:\n%s", p)
+        ex = Executor(self.duck, self.progress)
+        tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
         if p.n == 0 or math.isinf(p.epsilon):
-            return self._execute(p, cells, None, started)
+            return self._execute(p, cells, ex, tasks, None, started)
         charge = self.ledger.reserve(p.table.source_id, p.table.name, _span(text, stmt), p.where_sql, p.epsilon,
                                      self._max_spend(p.table), users=p.n, epsilon0=p.epsilon0,
                                      delta=p.shuffle_delta)
         log.debug("reserved charge %d: ε = %g", charge, p.epsilon)
         try:
-            result = self._execute(p, cells, charge, started)
+            result = self._execute(p, cells, ex, tasks, charge, started)
         except BaseException:  # KeyboardInterrupt too: nothing was released, so nothing is spent
             self.ledger.refund(charge)
             raise
@@ -180,21 +184,28 @@ class Connection:
         check_public(stmt, table, text)  # before DuckDB ever evaluates the clauses
         cells = public_cells(self.duck, table, where, group)
         remaining = self.ledger.remaining(table.source_id, where, self._max_spend(table))
-        facts = PublicFacts(sum(c.n for c in cells), len(cells), remaining)
+        facts = PublicFacts(sum(c.n for c in cells), len(cells), remaining,
+                            self.ledger.remaining_delta(table.source_id))
         return plan(stmt, table, facts, self.session, text, self.evaluation), cells
 
-    def _execute(self, p: Plan, cells: list[Cell], charge: int | None, started: float) -> Result:
-        estimates = Executor(self.duck, self.progress).run(p, cells, self._entropy(p)) if p.n else {}
+    def _execute(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int | None,
+                 started: float) -> Result:
+        estimates = ex.finish(tasks, self._entropy(p, charge=charge)) if p.n else {}
         spent = 0.0 if (p.n == 0 or math.isinf(p.epsilon)) else p.epsilon
         left = None if charge is None else self.ledger.remaining(p.table.source_id, None, self._max_spend(p.table))
         return select_result(p, cells, estimates, spent, left, time.monotonic() - started)
 
-    def _entropy(self, p: Plan, offset: int = 0) -> int:
+    def _entropy(self, p: Plan, offset: int = 0, charge: int | None = None) -> int:
+        """The statement's randomness. A seed makes it reproducible, but two charged statements never share
+        noise: their ledger charge ids (unique in the ledger, persistent or not) are mixed in, since summing
+        their ε assumes independent randomness."""
+        if p.seed is None and self.seed is None:
+            return int(np.random.SeedSequence().entropy) + offset
+        key = (offset,) if charge is None else (offset, charge)
         if p.seed is not None:
-            return p.seed + offset
-        if self.seed is not None:
-            return int(np.random.SeedSequence(self.seed, spawn_key=(self._statements, offset)).generate_state(1)[0])
-        return int(np.random.SeedSequence().entropy) + offset
+            return p.seed + offset if charge is None else \
+                int(np.random.SeedSequence(p.seed, spawn_key=key).generate_state(1)[0])
+        return int(np.random.SeedSequence(self.seed, spawn_key=(self._statements, *key)).generate_state(1)[0])
 
     def _explain(self, stmt: ast.Explain, text: str) -> Result:
         p, _ = self._plan(stmt.select, text)

@@ -10,9 +10,14 @@ query over all cells, and sends each protocol its reply.
   that histogram with the randomizer's closed-form distribution; one scan per round.
 
 Users are split into disjoint groups (aggregates under a user split, or a protocol's own sub-groups) by
-u = hash(row position, salt) / 2^64, where the salt comes from the statement's seed: a function of position
-and seed only, never of a private value, the same on both paths and when streamed. Before each round the
-executor checks that no user's ε, summed over the rounds it takes part in, exceeds the plan.
+u = hash(user key, salt) / 2^64, where the salt comes from the statement's seed. The user key is the PRIVACY
+UNIT column when the table declares one, else the row's position in the source, which must be the same in
+every round of the statement: files, frames and stored tables are scanned in order (DuckDB's
+preserve_insertion_order, which the connection sets), and a query or view source, whose row order DuckDB may
+change from one scan to the next, is numbered once per statement into a temporary table. The key is a function
+of the user's identity and the seed only, never of a private value, the same on both paths and when streamed.
+Before each round the executor checks that no user's ε, summed over the rounds it takes part in, exceeds the
+plan.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ PARTS = 2                       # each batch is randomized in PARTS slices, one 
                                 # results do not depend on the machine's core count)
 POS = "__ldpql_pos"
 CELLS = "__ldpql_cells"
+NUMBERED = "__ldpql_numbered"   # a query source's rows, numbered once per statement
 
 Progress = Callable[[float, str], None]
 
@@ -55,10 +61,10 @@ class Cell:
     n: int
 
 
-def population_sql(table: Table, where: str | None, positions: bool = False) -> str:
-    """The users of a statement: the source's rows after the public WHERE (with row positions if asked)."""
-    src = f"SELECT *, row_number() OVER () - 1 AS {POS} FROM {table.from_sql}" if positions else \
-        f"SELECT * FROM {table.from_sql}"
+def population_sql(table: Table, where: str | None, keyed: str | None = None) -> str:
+    """The users of a statement: the source's rows after the public WHERE; ``keyed`` is a source whose rows
+    carry their user key in column POS (:meth:`Executor._keyed_source`)."""
+    src = f"SELECT * FROM {keyed or table.from_sql}"
     return f"SELECT * FROM ({src}) AS src" + (f" WHERE {where}" if where else "")
 
 
@@ -113,13 +119,32 @@ class Executor:
 
     def run(self, plan: Plan, cells: list[Cell], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run every aggregate on every cell; returns {(aggregate index, cell index): Estimate}."""
-        self._started, self._plan, self._cells = time.monotonic(), plan, cells
-        self._salt = entropy % (1 << 62)
-        self._cell_spent: dict[int, list] = {}
-        self._hist = self.cache if self.cache is not None else {}  # rounds sharing an encoding share one scan
+        return self.finish(self.start(plan, cells), entropy)
+
+    def start(self, plan: Plan, cells: list[Cell]) -> list[_Task]:
+        """Build every cell's protocol and take it to its first round, without touching the data: a protocol
+        that refuses its cell (too few users) raises here, before any budget is reserved."""
+        self._plan, self._cells = plan, cells
         tasks = [_Task(a.index, c, a.protocol(cell.n)) for a in plan.aggregates for c, cell in enumerate(cells)]
         for t in tasks:
             self._advance(t, None)
+        return tasks
+
+    def finish(self, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
+        """Run the started protocols to their estimates, with randomness from ``entropy``."""
+        plan = self._plan
+        self._started, self._salt, self._keyed = time.monotonic(), entropy % (1 << 62), None
+        self._cell_spent: dict[int, list] = {}
+        self._hist = self.cache if self.cache is not None else {}  # rounds sharing an encoding share one scan
+        if plan.group_by:
+            self._register_cells()
+        try:
+            return self._loop(plan, tasks, entropy)
+        finally:
+            if self._keyed == NUMBERED:
+                self.duck.execute(f"DROP TABLE IF EXISTS {NUMBERED}")
+
+    def _loop(self, plan: Plan, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
         step = 0
         while pending := [t for t in tasks if t.result is None]:
             self._check_spend(plan, pending)
@@ -185,12 +210,33 @@ class Executor:
                                hint="use OPTIONS (simulation = 'per_user') or 'auto'")
         return available and mode != "per_user"
 
+    def _keyed_source(self) -> str:
+        """The source with each user's key in column POS, the same in every round (see the module docstring)."""
+        t = self._plan.table
+        if t.privacy_unit:
+            return f"(SELECT *, {quote_name(t.privacy_unit)} AS {POS} FROM {t.from_sql})"
+        numbered = f"SELECT *, row_number() OVER () - 1 AS {POS} FROM {t.from_sql}"
+        if not self._scanned_in_order(t):
+            if self._keyed != NUMBERED:  # privacy-critical: one numbering for every round of the statement
+                self.duck.execute(f"CREATE OR REPLACE TEMP TABLE {NUMBERED} AS {numbered}")
+                self._keyed = NUMBERED
+            return NUMBERED
+        return f"({numbered})"
+
+    def _scanned_in_order(self, t: Table) -> bool:
+        if t.source_kind in ("file", "frame"):
+            return True
+        if t.source_kind == "table":
+            views = self.duck.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?",
+                                      [t.source_text.split(".")[-1].strip('"')]).fetchall()[0][0]
+            return views == 0
+        return False
+
     def _round_sql(self, encoding: str, u0: float, u1: float) -> str:
         p = self._plan
-        pop = population_sql(p.table, p.where_sql, positions=(u0, u1) != (0.0, 1.0))
+        pop = population_sql(p.table, p.where_sql, self._keyed_source() if (u0, u1) != (0.0, 1.0) else None)
         cell = "0"
         if p.group_by:
-            self._register_cells()
             on = " AND ".join(f"src.{quote_name(g)} IS NOT DISTINCT FROM c.{quote_name(g)}" for g in p.group_by)
             pop = f"SELECT src.*, c.__cell FROM ({pop}) AS src JOIN {CELLS} AS c ON {on}"
             cell = "__cell"
@@ -216,10 +262,13 @@ class Executor:
             hist = enc.count_cells(lambda value: self._round_sql(value, u0, u1),
                                    lambda q: self.duck.execute(q).fetchall(), list(rounds), self._hist)
         elif hist is None:  # every cell's histogram: a later batch with the same SQL may hold other cells
-            hist, size = {}, next(iter(rounds.values())).encoding.size
-            for cell, x, count in self.duck.execute(f"SELECT cell, x, count(*) FROM ({sql}) GROUP BY ALL").fetchall():
-                h = hist.setdefault(cell, np.zeros(size, dtype=np.int64))
-                h[int(x)] += count
+            size = next(iter(rounds.values())).encoding.size
+            rows = self.duck.execute(f"SELECT cell, x, count(*) AS n FROM ({sql}) GROUP BY ALL").fetchnumpy()
+            cell_of, x, n = (np.asarray(rows[k], dtype=np.int64) for k in ("cell", "x", "n"))
+            hist = {}
+            for cell in np.unique(cell_of):
+                h = hist[int(cell)] = np.zeros(size, dtype=np.int64)
+                np.add.at(h, x[cell_of == cell], n[cell_of == cell])
             self._hist[sql] = hist
         out = {}
         for cell, r in rounds.items():

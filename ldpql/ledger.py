@@ -117,6 +117,14 @@ class Ledger:
             "SELECT predicate, epsilon FROM charges WHERE source_id = ? AND kind = 'query' AND status IN "
             "('reserved', 'committed')", (source_id,))]
 
+    def remaining_delta(self, source_id: str) -> float:
+        """The δ budget left on this data: δ composes by addition over every reserved or committed charge
+        (counted for all users, whatever their WHERE: conservative)."""
+        budget = self.budget(source_id)
+        spent = self.db.execute("SELECT coalesce(sum(delta), 0) FROM charges WHERE source_id = ? AND kind = 'query' "
+                                "AND status IN ('reserved', 'committed')", (source_id,)).fetchone()[0]
+        return (budget[1] if budget else 0.0) - spent
+
     def remaining(self, source_id: str, predicate: str | None, max_spend: MaxSpend) -> float:
         """What remains of the budget for the most-charged user that ``predicate`` covers."""
         budget = self.budget(source_id)
@@ -139,6 +147,13 @@ class Ledger:
                                                "plans; raise the budget only on purpose with ALTER TABLE",
                                           context={"requested": epsilon, "remaining": max(left, 0.0),
                                                    "budget": budget_eps, "table": table})
+            delta_left = self.remaining_delta(source_id)
+            if delta > 0 and delta > delta_left * (1 + TOLERANCE):
+                raise BudgetExceededError(f"this statement needs δ = {_fmt(delta)} of `{table}`, but only δ = "
+                                          f"{_fmt(max(delta_left, 0.0))} remains\nNo budget was spent.",
+                                          hint="use a smaller DELTA, or model = 'local' (pure ε, no δ)",
+                                          context={"requested_delta": delta, "remaining_delta": max(delta_left, 0.0),
+                                                   "table": table})
             return self._insert("query", source_id, table, statement, predicate, epsilon, epsilon0, delta, users,
                                 "reserved")
 

@@ -197,7 +197,7 @@ def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, sh
     """
     reply = yield Round(randomizer, encoding)
     if reply.n == 0:
-        nan = np.full(max(1, len(np.atleast_1d(reply.summary)) if encoding.size else 1), np.nan)
+        nan = np.full(encoding.size if randomizer.estimates == "histogram" else 1, np.nan)
         return Estimate(nan, nan, note="no users")
     est = randomizer.estimate(reply.summary, reply.n)
     plug_in = np.clip(est, *(-1.0, 1.0) if encoding.size is None else (0.0, 1.0))

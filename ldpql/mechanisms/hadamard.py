@@ -22,8 +22,9 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, check_categorical, debias, debiased_variance, register
+from ldpql.mechanisms.base import HitRates, Randomizer, check_categorical, register
 from ldpql.mechanisms.information import walsh_hadamard
+from ldpql.mechanisms.rr import keep_probability
 
 
 def hadamard_size(d: int) -> int:
@@ -41,7 +42,7 @@ def parity(v: np.ndarray) -> np.ndarray:
 
 
 @register
-class HadamardResponse(Randomizer):
+class HadamardResponse(HitRates, Randomizer):
     """Hadamard response on inputs 0..d-1; a report is one output index j in 0..K-1."""
 
     name = "hadamard"
@@ -50,7 +51,7 @@ class HadamardResponse(Randomizer):
         check_categorical("Hadamard response", epsilon, d)
         self.epsilon, self.input_size = float(epsilon), int(d)
         self.size = hadamard_size(self.input_size)
-        self.p, self.q = 1 / (1 + math.exp(-self.epsilon)), 0.5
+        self.p, self.q = keep_probability(self.epsilon), 0.5   # P(j ∈ C_x | x), P(j ∈ C_x | another x)
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         row = np.asarray(x, dtype=np.int64) + 1
@@ -68,10 +69,7 @@ class HadamardResponse(Randomizer):
         return (summary.sum() + walsh_hadamard(summary)[1:self.input_size + 1]) / 2
 
     def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return debias(self.hits(summary), n, self.p, self.q)
-
-    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
-        return debiased_variance(truth, n, self.p, self.q)
+        return super().estimate(self.hits(summary), n)
 
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Q(·|x) = (1 − κ)·uniform([K]) + κ·uniform(C_x) with κ = (e^ε−1)/(e^ε+1): per input x, Bin(h_x, κ) users

@@ -88,9 +88,10 @@ def subset_size(d: int, epsilon: float, objective: str = "l2") -> int:
 
 def independent_counts(counts: np.ndarray, p: float, q: float, rng: np.random.Generator) -> np.ndarray:
     """The per-item marginal model of the paper's simulations (spec §5.2): c_i ~ Bin(h_i, p) + Bin(n − h_i, q)
-    independently over i. Exact for unary encodings; for k-SS and GRR it drops the dependence between the
-    items of one report (their estimates then no longer sum to 1). Research option only. ``counts`` may hold
-    one histogram per row (the last axis is the items)."""
+    independently over i. Exact for unary encodings, whose bits are independent (BRR's exact path uses it);
+    for k-SS and GRR it drops the dependence between the items of one report (their estimates then no longer
+    sum to 1), so for them it is a research option only. ``counts`` may hold one histogram per row (the last
+    axis is the items)."""
     counts = np.asarray(counts, dtype=np.int64)
     return rng.binomial(counts, p) + rng.binomial(counts.sum(axis=-1, keepdims=True) - counts, q)
 

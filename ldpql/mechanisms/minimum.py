@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Reply, Round, register
+from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Reply, Round, add_virtual, register
 from ldpql.mechanisms.identity import Identity
-from ldpql.mechanisms.rr import RandomizedResponse, keep_probability
+from ldpql.mechanisms.rr import RandomizedResponse
 
 LOG2_1000 = math.log2(1000.0)
 LN_1000 = math.log(1000.0)
@@ -135,20 +135,19 @@ class Schedule:
 
 @functools.lru_cache(maxsize=4096)
 def _wrong_step(n: int, round_epsilon: float, gamma: float) -> float:
-    p = keep_probability(round_epsilon)
-    q = 1 - p
+    rr = RandomizedResponse(round_epsilon)
 
-    def phi(c: int) -> float:  # Φ' for c ones among n reports: the same arithmetic as RR.estimate
-        return (c / n - q) / (p - q)
+    def phi(c: int) -> float:  # Φ' for c ones among n reports, as the search computes it
+        return float(rr.estimate(np.array([c]), n)[0])
 
-    c = max(0, math.ceil(n * (q + gamma * (p - q))))
+    c = max(0, math.ceil(n * (rr.q + gamma * (rr.p - rr.q))))
     while c > 0 and phi(c - 1) >= gamma:
         c -= 1
     while c <= n and phi(c) < gamma:
         c += 1
     from scipy.stats import binom  # imported here: scipy.stats adds ~1 s to `import ldpql`
 
-    return 0.0 if c > n else float(binom.sf(c - 1, n, q))
+    return 0.0 if c > n else float(binom.sf(c - 1, n, rr.q))
 
 
 def schedule(n: int, epsilon: float, alpha: float | None = None) -> Schedule:
@@ -410,7 +409,8 @@ def drive(protocol: Protocol, histogram: Callable[[Encoding], np.ndarray], rng: 
         rnd = next(protocol)
         while True:
             counts = histogram(rnd.encoding)
-            rnd = protocol.send(Reply(rnd.randomizer.sample_aggregate(counts, rng), int(np.sum(counts))))
+            reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(np.sum(counts)))
+            rnd = protocol.send(add_virtual(rnd, reply, rng))
     except StopIteration as stop:
         return stop.value
 

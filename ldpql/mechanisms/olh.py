@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, debias, debiased_variance, register
+from ldpql.mechanisms.base import HitRates, Randomizer, register
 from ldpql.mechanisms.grr import GRR
 
 PRIME = (1 << 31) - 1
@@ -47,7 +47,7 @@ def collision_probability(g: int, prime: int = PRIME) -> float:
 
 
 @register
-class OLH(Randomizer):
+class OLH(HitRates, Randomizer):
     """Local hashing on inputs 0..d-1; a report is a row (a, b, y); the summary counts supports per value."""
 
     name = "olh"
@@ -81,12 +81,6 @@ class OLH(Randomizer):
             a, b, y = (reports[i:i + step, j, None] for j in range(3))
             out += np.count_nonzero(self.hash(a, b, values) == y, axis=0)
         return out
-
-    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return debias(summary, n, self.p, self.q)
-
-    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
-        return debiased_variance(truth, n, self.p, self.q)
 
     def output_distribution(self, x: float) -> np.ndarray:
         """P((a, b, y) | x) for every hash (a, b) and y, in itertools.product order (small primes only)."""

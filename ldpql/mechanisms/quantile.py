@@ -30,7 +30,7 @@ import numpy as np
 
 from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Reply, Round, add_virtual
 from ldpql.mechanisms.identity import Identity
-from ldpql.mechanisms.rr import RandomizedResponse
+from ldpql.mechanisms.rr import RandomizedResponse, keep_probability
 
 C_DEFAULT = 0.6          # spec §2.4.1: a_u = c sqrt(ln B / n)
 STAGE2_CAP = 13          # spec §2.4 line 9 / A3: second screening only when more than 13 intervals remain
@@ -326,15 +326,15 @@ def _bit_randomizer(eps: float):
 
 
 def _fraction(r, summary: np.ndarray, users: int) -> float:
-    """The debiased fraction of users at or below the coin (RR's estimate, in plain floats: it runs per round)."""
-    ones = float(summary[0]) / users
-    return (ones - (1 - r.p)) / (2 * r.p - 1) if isinstance(r, RandomizedResponse) else ones
+    """The debiased fraction of users at or below the coin: the randomizer's own estimate."""
+    return float(r.estimate(summary, users)[0])
 
 
-def _test_variance(eps: float, users: int, sampled: bool) -> float:
-    """Variance bound of one NBS estimate: RR noise e^ε/(e^ε-1)² plus sampling ≤ 1/4, over the batch size."""
-    rr = 0.0 if math.isinf(eps) else math.exp(eps) / math.expm1(eps) ** 2
-    return (rr + (0.25 if sampled else 0.0)) / max(users, 1)
+def _test_variance(r, users: int, sampled: bool) -> float:
+    """Variance bound of one NBS estimate: the randomizer's (RR's is the same for every fraction) plus the
+    sampling variance of a batch, at most 1/4 over its size."""
+    n = max(users, 1)
+    return float(r.variance(np.array([0.5]), n)[0]) + (0.25 / n if sampled else 0.0)
 
 
 def search(space: CoinSpace, coins: np.ndarray, eps: float, tau: float, batches: list[tuple[float, float]],
@@ -356,7 +356,7 @@ def search(space: CoinSpace, coins: np.ndarray, eps: float, tau: float, batches:
         if reply.n == 0:
             continue  # an empty batch says nothing; ask the same coin again
         p_hat = _fraction(r, reply.summary, reply.n)
-        out.tests.append(Question(int(coins[idx]), p_hat, reply.n, _test_variance(eps, reply.n, sampled)))
+        out.tests.append(Question(int(coins[idx]), p_hat, reply.n, _test_variance(r, reply.n, sampled)))
         out.users += reply.n
         if p_hat > tau or (p_hat >= tau and not paper):
             hi = idx - 1
@@ -480,11 +480,8 @@ class BayesParams:
 
     @classmethod
     def for_target(cls, tau: float, eps: float, a_u: float) -> "BayesParams":
-        if math.isinf(eps):
-            tau_rr = tau
-        else:
-            kappa = math.tanh(eps / 2)
-            tau_rr = kappa * tau + 1 / (math.exp(eps) + 1)
+        p = keep_probability(eps)   # RR's: a user at or below the coin says 1 w.p. p, any other user w.p. 1 - p
+        tau_rr = (1 - p) + (2 * p - 1) * tau
         a_u = min(a_u, 0.999 * min(tau_rr, 1 - tau_rr))
         low, high = tau_rr - a_u, tau_rr + a_u
         q = 0.5 if abs(tau - 0.5) < 1e-12 else capacity_quantile(low, high)
@@ -513,7 +510,7 @@ def bayes_learn(space: CoinSpace, lefts: np.ndarray | None, size: int, eps: floa
         tree.update(lam_l, lam_r, max(tree.total - lam_l * left_mass - lam_r * right_mass, 0.0))
         visits.append(j)
         weights.append(reply.n)
-        tests.append(Question(coin, _fraction(r, reply.summary, reply.n), reply.n, _test_variance(eps, reply.n, True)))
+        tests.append(Question(coin, _fraction(r, reply.summary, reply.n), reply.n, _test_variance(r, reply.n, True)))
     return visits, weights, tests
 
 

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer, debias, debiased_variance, register
+from ldpql.mechanisms.base import HitRates, Randomizer, register
 
 
 def keep_probability(epsilon: float) -> float:
@@ -29,7 +29,7 @@ def flip(bits: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarr
 
 
 @register
-class RandomizedResponse(Randomizer):
+class RandomizedResponse(HitRates, Randomizer):
     """ε-LDP binary randomized response on a 0/1 input; the summary is the count of 1 reports."""
 
     estimates = "ones"
@@ -41,18 +41,13 @@ class RandomizedResponse(Randomizer):
         self.epsilon = float(epsilon)
         self.input_size = 2
         self.p = keep_probability(self.epsilon)
+        self.q = 1 - self.p   # a 1 is reported w.p. p by holders of a 1, w.p. 1 - p by the others (HitRates)
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return flip(np.asarray(x, dtype=np.int8), self.epsilon, rng)
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.array([np.count_nonzero(reports)], dtype=np.int64)
-
-    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return debias(summary, n, self.p, 1 - self.p)
-
-    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
-        return debiased_variance(truth, n, self.p, 1 - self.p)
 
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n0, n1 = int(counts[0]), int(counts[1])

@@ -40,12 +40,13 @@ EXAMPLES = {"model": "model = 'local'", "delta": "delta = 1e-8", "rounds": "roun
 
 @dataclass(frozen=True)
 class PublicFacts:
-    """What the planner may know about the data: user and group counts after the public WHERE, and the
-    remaining budget of the most-charged user the statement touches (None when not known)."""
+    """What the planner may know about the data: user and group counts after the public WHERE, the remaining
+    budget of the most-charged user the statement touches, and the δ left (None when not known)."""
 
     n: int
     cells: int = 1
     remaining: float | None = None
+    remaining_delta: float | None = None
 
 
 @dataclass
@@ -231,6 +232,11 @@ def resolve_epsilon(ctx: _Context) -> None:
     """The statement's total per-user ε: EPSILON, else OPTIONS/SET epsilon, else the sum of fixed shares."""
     sel = ctx.select
     shares = [_named(a.call, "epsilon") for a in _runs(ctx)]
+    for a, s in zip(_runs(ctx), shares):
+        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 < s < math.inf):
+            node = next(arg for arg in a.call.named if arg.name == "epsilon")
+            raise ctx.error(PlanError, f"an epsilon => share must be a finite positive number, not {node.value.sql()}",
+                            node, hint="for example LDP_MEAN(income, epsilon => 0.3)")
     eps = sel.epsilon.value if sel.epsilon is not None else ctx.options.get("epsilon")
     if eps is None and shares and all(s is not None for s in shares):
         eps = sum(shares)
@@ -242,14 +248,24 @@ def resolve_epsilon(ctx: _Context) -> None:
                 if isinstance(eps, float) and math.isinf(eps) else "use a positive number such as EPSILON 1")
         raise ctx.error(PlanError, f"EPSILON must be finite and positive, but is {eps}", sel.epsilon or sel, hint=hint)
     ctx.epsilon = float(eps)
+    if shares and all(s is not None for s in shares) and not math.isinf(eps):
+        ctx.epsilon = min(ctx.epsilon, float(sum(shares)))  # what the shares spend is what is charged
     ctx.delta = float(sel.delta.value) if sel.delta is not None else float(ctx.options.get("delta", 0.0))
 
 
 def choose_model(ctx: _Context) -> None:
-    """Local or shuffle: shuffle-model candidates need a DELTA budget on the table and δ > 0."""
+    """Local or shuffle: shuffle-model candidates need δ > 0 within what is left of the table's DELTA budget."""
     model = ctx.options.get("model", "local")
+    left = ctx.table.budget_delta if ctx.facts.remaining_delta is None else ctx.facts.remaining_delta
+    if not 0 <= ctx.delta < 1:
+        raise ctx.error(PlanError, f"DELTA must be in [0, 1), not {ctx.delta:g}", ctx.select,
+                        hint="for example DELTA 1e-8")
+    if ctx.delta > max(left, 0.0) * (1 + 1e-9):
+        raise ctx.error(PlanError, f"DELTA {ctx.delta:g} is more than the δ left on `{ctx.table.name}` "
+                        f"({max(left, 0.0):g} of its DELTA budget {ctx.table.budget_delta:g})", ctx.select,
+                        hint="use a smaller DELTA, or model = 'local' (pure ε, no δ)")
     if model == "shuffle":
-        if ctx.table.budget_delta <= 0:
+        if left <= 0:
             raise ctx.error(PlanError, f"model = 'shuffle' needs a DELTA budget, and `{ctx.table.name}` has none",
                             ctx.select, hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, "
                                              "or use model = 'local'")
@@ -260,10 +276,10 @@ def choose_model(ctx: _Context) -> None:
                             ctx.select, hint="use model = 'local' (or 'auto', which falls back to local)")
     for a in ctx.aggregates:
         for c in a.candidates:
-            if c.model == "shuffle" and (model == "local" or ctx.table.budget_delta <= 0):
-                c.rejected = "shuffle model not allowed (model = 'local' or no DELTA budget on the table)"
+            if c.model == "shuffle" and (model == "local" or left <= 0):
+                c.rejected = "shuffle model not allowed (model = 'local' or no DELTA budget left on the table)"
             elif c.model == "shuffle":
-                c.delta = ctx.delta or ctx.table.budget_delta  # the δ its amplification bound may use
+                c.delta = ctx.delta or left  # the δ its amplification bound may use, charged if it is chosen
 
 
 def apply_rounds_limit(ctx: _Context) -> None:

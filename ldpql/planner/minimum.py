@@ -23,6 +23,7 @@ from ldpql.errors import InternalError, PlanError
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Encoding
+from ldpql.mechanisms.rr import keep_probability
 from ldpql.mechanisms.minimum import (
     Grid,
     GridEncoding,
@@ -368,7 +369,7 @@ def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
         resolution = 2 * half * 2.0 ** -(s.depth + 1)
         return [f"schedule    noise off: Algorithm 1 (exact bisection), {s.depth} rounds, resolution {resolution:.3g}"]
     alpha_ref = t.alpha or 1.0
-    p_flip = 1 / (1 + math.exp(s.round_epsilon))
+    p_flip = 1 - keep_probability(s.round_epsilon)
     corollary = (f"Corollary 1: O((ln³n/(ε² n))^(1/2α)) for every α ≥ {t.alpha:g}" if t.alpha is not None else
                  "Corollary 2: O((ln⁶n/(ε² n))^(1/2α)) for every α > 0")
     schedule_line = f"schedule    {s.name}: L = {s.depth}, h_N = {s.h:.4g}, γ = {s.gamma:.4g} (at n = {n:,})"

@@ -45,6 +45,8 @@ from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, alpha_u
                                        bayess_protocol, bound_protocol, exact_protocol, nbs_protocol, nbs_steps,
                                        padded_protocol, padding_users, several, share_users)
 from ldpql.mechanisms.shuffle import shuffle_budget, shuffle_nbs_protocol
+from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.rr import keep_probability
 from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
 from ldpql.planner.plan import Candidate, Target
 
@@ -91,7 +93,7 @@ class QuantileTarget(Target):
 
 
 def _statement_taus(select: ast.Select | None, table: Table, column: str, space: CoinSpace, tau: float,
-                    text: str, choices: tuple[str, str]) -> tuple[float, ...]:
+                    text: str, choices: tuple) -> tuple[float, ...]:
     """The τ's of the statement's quantile calls on ``column`` with the same coins and the same quantile_mode and
     postprocess (hence the same release)."""
     taus = {tau}
@@ -105,7 +107,7 @@ def _statement_taus(select: ast.Select | None, table: Table, column: str, space:
             other = _tau_arg(call, text) if call.name.upper() == "LDP_QUANTILE" else 0.5
             coins, _ = coin_space(col, col.domain, _resolution(call, text))
             other_choices = _choices(call, text)
-        except (PlanError, AttributeError, TypeError):
+        except PlanError:  # the column is numeric (checked by the caller); only the call itself can be wrong
             continue
         if (coins.size, coins.bucket_sql, other_choices) == (space.size, space.bucket_sql, choices):
             taus.add(other)
@@ -162,8 +164,9 @@ def _resolution(call: ast.Call, text: str) -> int | None:
     return int(v)
 
 
-def _choices(call: ast.Call, text: str) -> tuple[str, str]:
-    """(quantile_mode, postprocess) of a quantile call: its named arguments, checked, or the defaults."""
+def _choices(call: ast.Call, text: str) -> tuple:
+    """What shapes a quantile call's release: quantile_mode and postprocess (checked, or the defaults), and
+    its epsilon => and mechanism => arguments, if any (calls that differ in them need separate releases)."""
     out = []
     for name, allowed, hint in (
             ("quantile_mode", QUANTILE_MODES, "'padding' is the paper's reduction to the median (spec §2.6)"),
@@ -173,7 +176,8 @@ def _choices(call: ast.Call, text: str) -> tuple[str, str]:
             raise _err(PlanError, f"{name} must be '{allowed[0]}' or '{allowed[1]}', not {arg.value.sql()}", arg,
                        text, hint=f"{hint}; '{allowed[0]}' is the default")
         out.append(allowed[0] if arg is None else arg.value.value)
-    return out[0], out[1]
+    shaping = tuple(sorted((a.name, str(a.value.value).lower()) for a in call.named if a.name in ("epsilon", "mechanism")))
+    return out[0], out[1], shaping
 
 
 def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
@@ -190,7 +194,7 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
     space, domain_text = coin_space(col, dom, _resolution(call, text))
     choices = _choices(call, text)
     target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
-                            release=("quantile", col.name, space.size, space.bucket_sql) + choices, tau=tau,
+                            release=("quantile", col.name, space.size, space.bucket_sql, *choices), tau=tau,
                             space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
                             mode=choices[0], postprocess=choices[1], notes_prediction=True)
     target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
@@ -225,7 +229,8 @@ def _derive(tau: float) -> Callable[[Estimate, float], Estimate]:
 # ---- predicted rank error (spec §6 rule 6) -------------------------------------------------------------------
 
 def _kappa(eps: float) -> float:
-    return 1.0 if math.isinf(eps) else math.tanh(eps / 2)
+    """2p - 1 of the engine's RR (tanh(ε/2)): how much of a rank difference survives in RR space."""
+    return 2 * keep_probability(eps) - 1
 
 
 def sigma_bayess(eps: float, n: float, coins: int) -> float:
@@ -249,7 +254,7 @@ def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER)
     h = len(level_widths(coins))
     if n < h or math.isinf(eps):
         return 0.0 if math.isinf(eps) else USELESS
-    node = 4 * math.exp(eps) / math.expm1(eps) ** 2 * h / n
+    node = float(OUE(eps, BRANCHING).variance(np.zeros(1), n / h)[0])   # one node's estimate, at f = 0
     sigma = factor * math.sqrt(max((BRANCHING - 1) * h / 2, 1) * node)
     # beyond ±0.25 (95%) the noise swamps the CDF and the read-out can land anywhere: the measured rank error
     # was within the scaled prediction in only 5-43% of runs there (examples/quantile_calibration.py --coverage)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import ldpql
-from tests.conftest import people_table
+from tests.conftest import declare_people, people_table
 
 
 def test_public_names():
@@ -30,6 +30,8 @@ def test_the_contract_end_to_end(people):
     assert res.fetchone() == rows[0] and res.fetchone() is None
     (low, high, conf), = res.intervals()[0]
     assert low < rows[0][0] < high and conf == 0.95
+    truth = float(people_table()["income"].to_numpy().clip(0, 250_000).mean())
+    assert abs(rows[0][0] - truth) < 4 * res.plan.aggregates[0].chosen.predicted_se   # an answer, not a guess
     assert str(res.plan) == explained  # what EXPLAIN showed is what ran
     assert res.epsilon_spent == 1.0
     assert list(res.df().columns) == ["ldp_mean_income"]
@@ -55,7 +57,6 @@ def test_reading_a_result_twice_never_charges_twice(people):
 
 
 def test_seed_makes_a_script_reproducible(people_parquet):
-    from tests.conftest import declare_people
 
     answers = []
     for _ in range(2):
@@ -70,9 +71,15 @@ def test_seed_makes_a_script_reproducible(people_parquet):
         assert con.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1").fetchall() != answers[0][0]
 
 
-def test_statement_seed_option_fixes_the_noise(people):
+def test_statement_seed_option_fixes_the_noise(people, people_parquet):
+    """The same seed replays the same noise on the same ledger state (a fresh connection), but two charged
+    statements never share noise: summing their ε assumes independent randomness."""
     q = "SELECT LDP_MEAN(income) FROM people EPSILON 0.5 OPTIONS (seed = 99)"
-    assert people.sql(q).fetchall() == people.sql(q).fetchall()
+    first = people.sql(q).fetchall()
+    with ldpql.connect() as again:
+        declare_people(again, people_parquet)
+        assert again.sql(q).fetchall() == first
+    assert people.sql(q).fetchall() != first
 
 
 def test_register_pandas_and_arrow():
@@ -103,7 +110,6 @@ def test_several_statements_return_the_last_result(con, people_parquet):
 
 
 def test_use_sets_the_default_table(con, people_parquet):
-    from tests.conftest import declare_people
 
     declare_people(con, people_parquet, name="a")
     declare_people(con, people_parquet, name="b")

@@ -101,4 +101,7 @@ def test_evaluate_reports_truth_error_and_coverage(oracle):
     for row in rows:
         assert 0.8 <= row[7] <= 1.0  # 60 runs of 95% intervals
         assert abs(row[5]) < 4 * row[6] / 60 ** 0.5 + 1e-9  # mean error within a few standard errors
+    # too little noise shows too: the mean's RMSE is its predicted standard error (±25%; 60 runs give ±9%)
+    mean_se = res.plan.aggregates[0].chosen.predicted_se
+    assert 0.75 * mean_se < rows[0][6] < 1.25 * mean_se
     assert con.remaining_budget("people") == pytest.approx(4.0)  # EVALUATE spends nothing

@@ -27,6 +27,7 @@ from ldpql.mechanisms.information import (channel_information, grr_information, 
 from ldpql.mechanisms.ksubset import KSubset, subset_size, total_risk
 from ldpql.mechanisms.olh import OLH, PRIME, collision_probability
 from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.rr import RandomizedResponse
 from ldpql.mechanisms.unary import BRR
 from ldpql.planner.histogram import ORACLES, postprocess, project_simplex
 
@@ -64,6 +65,10 @@ def _brr_index(reports: np.ndarray) -> np.ndarray:
     (lambda: HadamardResponse(1.0, 5), lambda rep: rep),
     (lambda: HadamardResponse(2.5, 3), lambda rep: rep),
     (lambda: OLH(1.0, 4, prime=5), None),
+    (lambda: GRR(1.0, 4), lambda rep: rep),
+    (lambda: GRR(25.0, 3), lambda rep: rep),     # GRR's other branch: the redraw dominates when e^ε is huge
+    (lambda: RandomizedResponse(0.7), lambda rep: rep.astype(np.int64)),
+    (lambda: OUE(1.0, 3), _brr_index),
 ])
 def test_samplers_draw_the_audited_channel(make, index):
     r, rng = make(), np.random.default_rng(31)

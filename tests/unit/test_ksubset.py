@@ -106,6 +106,10 @@ def test_sampler_handles_many_users_and_large_domains():
     assert abs(inside - r.p) < 5 * math.sqrt(r.p * (1 - r.p) / len(x))
     others = (reports.sum() - reports[np.arange(len(x)), x].sum()) / (len(x) * 299)
     assert abs(others - r.q) < 5 * math.sqrt(r.q * (1 - r.q) / (len(x) * 299)) * 3
+    # the others are uniform: users holding 0, by category 1..299, against equal counts (Floyd favouring
+    # low or high categories would show here; the line above follows from the row sums alone)
+    zero = r.randomize(np.zeros(20_000, dtype=np.int64), rng)[:, 1:].sum(axis=0)
+    assert stats.chisquare(zero).pvalue > 1e-4
 
 
 # ---- the estimator (spec §2.4-2.5) -------------------------------------------------------------------------

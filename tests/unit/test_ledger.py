@@ -46,7 +46,7 @@ def test_failure_during_execution_refunds(people, monkeypatch):
     def boom(self, *args, **kwargs):
         raise ldpql.ExecuteError("disk on fire")
 
-    monkeypatch.setattr(executor.Executor, "run", boom)
+    monkeypatch.setattr(executor.Executor, "finish", boom)
     with pytest.raises(ldpql.ExecuteError):
         people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
     assert people.remaining_budget("people") == pytest.approx(4.0)
@@ -172,3 +172,47 @@ def test_processes_racing_on_one_ledger_never_overspend(tmp_path, people_parquet
     with ldpql.connect(ledger=path) as con:
         declare_people(con, people_parquet, budget=2)
         assert con.remaining_budget("people") == pytest.approx(0.0)
+
+
+# ---- what the review found: δ, fixed shares, refusals before any row, shared noise ------------------------------
+
+def test_delta_composes_and_is_refused_past_the_budget():
+    led = Ledger()
+    led.declare("src", "t", 10.0, 1e-6, "CREATE ...")
+    always_zero = lambda charges, predicate: sum(e for _, e in charges)  # noqa: E731  (every user covered)
+    led.reserve("src", "t", "q1", None, 1.0, always_zero, delta=6e-7)
+    assert led.remaining_delta("src") == pytest.approx(4e-7)
+    with pytest.raises(ldpql.BudgetExceededError, match="needs δ = 6e-07 of `t`, but only δ = 4e-07 remains"):
+        led.reserve("src", "t", "q2", None, 1.0, always_zero, delta=6e-7)
+    assert [c.statement for c in led.charges("src") if c.kind == "query"] == ["q1"]
+
+
+def test_statement_delta_beyond_the_table_is_refused(people):
+    people.sql("ALTER TABLE people SET BUDGET EPSILON 4 DELTA 1e-9")
+    for sql, message in (("SELECT LDP_MEDIAN(age) FROM people EPSILON 1 DELTA 0.5", "DELTA 0.5 is more than the δ left"),
+                         ("SELECT LDP_MEDIAN(age) FROM people EPSILON 1 DELTA 1.5", r"DELTA must be in \[0, 1\)")):
+        with pytest.raises(ldpql.PlanError, match=message):
+            people.sql(sql)
+    assert people.remaining_budget("people") == pytest.approx(4.0)
+    assert [c for c in people.ledger.charges() if c.kind == "query"] == []
+
+
+def test_fixed_shares_are_what_is_charged_and_are_checked(people):
+    res = people.sql("SELECT LDP_COUNT(age > 30, epsilon => 0.2) FROM people EPSILON 1")
+    assert res.epsilon_spent == pytest.approx(0.2) and people.remaining_budget("people") == pytest.approx(3.8)
+    for share in ("-1", "'a'", "0"):
+        with pytest.raises(ldpql.PlanError, match="epsilon => share must be a finite positive number"):
+            people.sql(f"SELECT LDP_COUNT(age > 30, epsilon => {share}) FROM people EPSILON 1")
+    assert people.remaining_budget("people") == pytest.approx(3.8)
+
+
+def test_a_group_too_small_for_its_protocol_is_refused_before_any_ledger_row(con):
+    import numpy as np
+    import pyarrow as pa
+    rng = np.random.default_rng(0)
+    con.register("g", pa.table({"x": rng.uniform(0, 1, 40_000), "grp": np.where(np.arange(40_000) < 500, "a", "b")}),
+                 private={"x": (0, 1)}, public=["grp"], budget=5)
+    with pytest.raises(ldpql.PlanError, match="a group of 500 users is too small"):
+        con.sql("SELECT grp, LDP_MIN(x) FROM g GROUP BY grp EPSILON 0.6")
+    assert con.ledger.charges() and [c for c in con.ledger.charges() if c.kind == "query"] == []
+

@@ -155,6 +155,10 @@ def test_epsilon_inf_is_allowed_in_evaluation_mode():
 def test_rounds_limit_rejects_multi_round_candidates_only():
     p = _plan("SELECT LDP_MEAN(income) FROM people EPSILON 1", rounds=1)
     assert p.aggregates[0].chosen.rounds == 1
+    median = _plan("SELECT LDP_MEDIAN(income) FROM people EPSILON 1", rounds=1).aggregates[0]
+    assert median.chosen.mechanism == "hierarchical"
+    rejected = {c.mechanism: c.rejected for c in median.candidates}
+    assert "at most 1 allowed" in rejected["bayess"] and "at most 1 allowed" in rejected["naive_nbs"]
 
 
 def test_session_settings_apply_and_options_win():

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpql.mechanisms import REGISTRY, Reply
+from ldpql.mechanisms import REGISTRY, Encoding, Reply, Round, add_virtual
 from ldpql.mechanisms.hierarchical import (choose_coin, hierarchical_protocol, level_widths, make_consistent,
                                           prefix_masses)
 from ldpql.mechanisms.oue import OUE
@@ -179,7 +179,8 @@ def _record(protocol, coins, rng):
         while True:
             rounds.append(rnd)
             counts = pool.counts(rnd.encoding, rnd.users)
-            rnd = protocol.send(Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum())))
+            reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum()))
+            rnd = protocol.send(add_virtual(rnd, reply, rng))
     except StopIteration as stop:
         return rounds, stop.value
 
@@ -318,8 +319,8 @@ def test_noise_off_padded_median_is_the_quantile(tau):
 
 
 def test_virtual_users_fill_each_round_in_proportion():
-    """Every round gets the virtual users at its positions: over disjoint rounds they add up to k, and each
-    one answers through the round's own randomizer (its reply counts them)."""
+    """Every round gets the virtual users at its positions, holding the top coin: over disjoint rounds they
+    add up to k (how their answers are randomized: the next test)."""
     space, seen = CoinSpace(4 ** 6), []
     protocol = padded_protocol(space, 0.8, bayess_protocol(space, 1.0, 0.5))(4000)
     rnd = next(protocol)
@@ -333,6 +334,20 @@ def test_virtual_users_fill_each_round_in_proportion():
     assert sum(v for _, v in seen) == padding_users(4000, 0.8)
     for (u0, u1), v in seen:
         assert abs(v - padding_users(4000, 0.8) * (u1 - u0)) <= 1
+
+
+def test_virtual_users_answer_through_the_rounds_randomizer():
+    """add_virtual (both executor paths and the numpy driver) draws the virtual users' reports from the round's
+    own randomizer: their count is added to n, and their ones follow RR at the round's ε (not another ε)."""
+    r, v = RandomizedResponse(1.0), 200_000
+    rnd = Round(r, Encoding("x", 2), virtual=np.array([0, v]))
+    out = add_virtual(rnd, Reply(np.array([7]), 10), np.random.default_rng(0))
+    assert out.n == v + 10
+    ones = (out.summary[0] - 7) / v
+    assert abs(ones - r.p) < 5 * math.sqrt(r.p * (1 - r.p) / v)
+    assert abs(ones - RandomizedResponse(1.2).p) > 10 * math.sqrt(r.p * (1 - r.p) / v)
+    plain = Round(r, Encoding("x", 2))
+    assert add_virtual(plain, Reply(np.array([7]), 10), np.random.default_rng(0)).n == 10
 
 
 def test_bayess_padding_mode_finds_other_quantiles():
