@@ -61,7 +61,7 @@ def sql_benchmark(users: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "users.parquet"
         pq.write_table(pa.table({"c": rng.integers(0, D, users)}), path)
-        con = ldpql.connect(seed=1)
+        con = ldpql.connect(seed=1, evaluation=True)
         con.sql(f"CREATE TABLE u FROM '{path}' (c PRIVATE INTEGER BETWEEN 0 AND {D - 1}) BUDGET EPSILON 10")
         wall, cpu = time.perf_counter(), time.process_time()
         res = con.sql(f"SELECT LDP_HISTOGRAM(c) FROM u EPSILON {EPSILON} "

@@ -64,7 +64,7 @@ def main() -> None:
     s = schedule(args.rows, args.epsilon)
     print(f"unknown-α schedule at n = {args.rows:,}, ε = {args.epsilon:g}: L = {s.depth} rounds, γ = {s.gamma:.4g}")
 
-    con = ldpql.connect(seed=1)
+    con = ldpql.connect(seed=1, evaluation=True)
     con.duck.execute("SET enable_progress_bar = false")
     con.sql(f"CREATE TABLE big FROM '{args.path}' (x PRIVATE BETWEEN -1 AND 1) BUDGET EPSILON 100")
     con.duck = Counting(con.duck)

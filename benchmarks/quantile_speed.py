@@ -39,7 +39,7 @@ def timed(label: str, fn, repeat: int = 1):
 
 def sql_benchmarks(users: int) -> float:
     income = qp.pareto_data(users, 8).astype(np.int64)
-    con = ldpql.connect(seed=1)
+    con = ldpql.connect(seed=1, evaluation=True)
     con.register("people", pa.table({"income": income}), private={"income": {"between": (0, 4 ** 8 - 1),
                                                                               "integer": True}},
                  budget=100.0, delta=1e-6)

@@ -137,7 +137,7 @@ def machine_load(seconds: float = 1.0) -> float | None:
 def ldpql_connection(path: Path):
     import ldpql
 
-    con = ldpql.connect(seed=1)
+    con = ldpql.connect(seed=1, evaluation=True)
     con.duck.execute("SET enable_progress_bar = false")
     con.sql(f"CREATE TABLE t FROM '{path}' (c PRIVATE INTEGER BETWEEN 0 AND {D - 1}"
             + (f", x PRIVATE BETWEEN {LO:g} AND {HI:g}" if _has_x(path) else "") + ") BUDGET EPSILON 1e9")

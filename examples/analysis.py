@@ -30,7 +30,7 @@ def main() -> None:
         print(f"{mechanism}: worst-bin RMSE {rmse:.4f} over 50 runs (evaluation only, not private)")
 
     # The release: a budgeted connection; every answer with its interval and the plan that produced it.
-    con = ldpql.connect(seed=7)
+    con = ldpql.connect(seed=7, evaluation=True)
     con.register("people", frame, private={"income": (0, 250000), "city": ["Paris", "Lyon", "Nice"]},
                  public=["region"], budget=2)
     res = con.sql("SELECT region, LDP_MEAN(income) AS mean_income FROM people GROUP BY region EPSILON 1")

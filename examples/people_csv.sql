@@ -1,5 +1,5 @@
 -- A scripted analysis over a CSV file. Run from the repository root:
---     ldpql --seed 7 examples/people_csv.sql
+--     ldpql --evaluate --seed 7 examples/people_csv.sql
 CREATE TABLE people FROM 'examples/data/people.csv' (
     age    PRIVATE INTEGER BETWEEN 0 AND 120,
     income PRIVATE BETWEEN 0 AND 250000,

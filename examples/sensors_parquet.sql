@@ -1,5 +1,5 @@
 -- Several means over a parquet file, with a fixed split of ε and a mechanism override. Run from the root:
---     ldpql --seed 7 examples/sensors_parquet.sql
+--     ldpql --evaluate --seed 7 examples/sensors_parquet.sql
 CREATE TABLE sensors FROM 'examples/data/sensors.parquet' (
     temperature PRIVATE BETWEEN -10 AND 50,
     humidity    PRIVATE BETWEEN 0 AND 100,

@@ -1,7 +1,7 @@
 """ldpql: a declarative query engine for local differential privacy.
 
 >>> import ldpql
->>> con = ldpql.connect(seed=1)
+>>> con = ldpql.connect(seed=1, evaluation=True)
 >>> import pyarrow as pa
 >>> con.register("t", pa.table({"x": [1.0, 2.0, 3.0] * 1000}), private={"x": (0, 4)}, budget=2)
 >>> round(con.sql("SELECT LDP_MEAN(x) EPSILON 1 FROM t").fetchone()[0])

@@ -129,6 +129,7 @@ class Table:
     budget_epsilon: float = 1.0
     budget_delta: float = 0.0
     rounds: int | None = None
+    identity: "SourceIdentity | None" = None
 
     def column(self, name: str, pos: ast.Pos | None = None, text: str | None = None) -> Column:
         """The column named ``name`` (case-insensitive), or a CatalogError with a suggestion."""
@@ -278,7 +279,8 @@ def make_table(name: str, kind: str, source_text: str, from_sql: str, source_id:
     check_budget(eps, delta)
     if stmt.rounds is not None and stmt.rounds < 1:
         raise CatalogError("ROUNDS must be at least 1")
-    return Table(name, kind, source_text, from_sql, source_id, columns, unit, float(eps), float(delta), stmt.rounds)
+    return Table(name, kind, source_text, from_sql, source_id, columns, unit, float(eps), float(delta), stmt.rounds,
+                 SourceIdentity(frozenset([source_id]), "", kind in ("file", "frame", "table")))
 
 
 def check_budget(eps: float, delta: float) -> None:
@@ -296,3 +298,26 @@ def _check_unique_units(from_sql: str, unit: str, duck: duckdb.DuckDBPyConnectio
         raise CatalogError(f"{dup} privacy unit(s) of `{unit}` appear on more than one row; each unit must be one user",
                            hint=f"pre-aggregate each unit's rows first: FROM (SELECT {unit}, avg(x) AS x "
                                 f"FROM ... GROUP BY {unit})")
+
+
+# ---- TEMPORARY stand-ins until the catalog branch lands --------------------------------------------------------
+@dataclass(frozen=True)
+class SourceIdentity:
+    keys: frozenset
+    fingerprint: str
+    stable_rows: bool
+
+
+def declaration(table: Table) -> dict:
+    return {"columns": {c.name: {"public": c.public, "domain": repr(c.domain)} for c in table.columns.values()},
+            "unit": table.privacy_unit}
+
+
+def check_tightens(held: dict, new: dict, table: str) -> None:
+    for name, col in held["columns"].items():
+        if not col["public"] and new["columns"].get(name, {}).get("public"):
+            raise CatalogError(f"`{name}` is private in the declaration bound to this data")
+
+
+def fingerprint(table: Table, duck) -> str:
+    return ""

@@ -7,9 +7,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
+import os
+import sqlite3
 import time
 from typing import Any, Callable
 
@@ -17,61 +20,95 @@ import duckdb
 import numpy as np
 
 from ldpql import catalog as cat
-from ldpql.errors import CatalogError, PlanError
-from ldpql.executor import Cell, Executor, max_spend, public_cells
+from ldpql.errors import (CatalogError, Error, ExecuteError, InternalError, ParseError, PlanError, PrivacyError)
+from ldpql.executor import Cell, Executor, check_unique_units, covered_users, public_cells
 from ldpql.grammar import ast, parse
 from ldpql.ledger import Ledger
 from ldpql.planner import Plan, PublicFacts, check_option, check_public, plan
-from ldpql.reporting import evaluation_result, select_result
+from ldpql.reporting import NOT_PRIVATE, evaluation_result, select_result
 from ldpql.result import Result
 
 log = logging.getLogger("ldpql")
 Progress = Callable[[float, str], None]
 
 
+ROLES = ("owner", "analyst")
+# what an analyst session may run (DESIGN §4.5): queries over the owner's tables, nothing that declares, alters,
+# seeds or reveals true answers
+ANALYST_STATEMENTS = (ast.Select, ast.Explain, ast.ShowTables, ast.ShowBudget, ast.ShowLedger, ast.Describe, ast.Use,
+                      ast.SetOption)
+
+
 def connect(ledger: str | None = None, seed: int | None = None, evaluation: bool = False,
-            database: str | None = None, progress: Progress | None = None) -> "Connection":
+            database: str | None = None, progress: Progress | None = None, role: str = "owner") -> "Connection":
     """Open a connection.
 
     Args:
-        ledger: path of a persistent budget ledger (SQLite; created if missing). None keeps it in memory.
-        seed: makes every statement's noise reproducible (statement i draws from a stream derived from it).
-        evaluation: allow EPSILON INF (noise off) and EVALUATE, which report true answers: never for releases.
+        ledger: path of a persistent budget ledger (SQLite; created if missing), which also holds the owner's
+            declarations. None keeps both in memory, for this connection only.
+        seed: evaluation mode only: makes every statement's noise reproducible (and so not private).
+        evaluation: allow seeds, EPSILON INF (noise off) and EVALUATE, which report true answers or predictable
+            noise: never for releases. Owner only; each such statement is a logged ledger row.
         database: a DuckDB database file whose tables CREATE TABLE ... FROM may name.
         progress: called as progress(fraction, message) while a statement runs.
+        role: 'owner' (declares and queries; the default) or 'analyst' (queries the owner's declared tables
+            from the ledger file, nothing else).
 
     >>> import ldpql
-    >>> con = ldpql.connect(seed=7)
+    >>> con = ldpql.connect()
     >>> con.sql("SHOW TABLES").fetchall()
     []
     """
-    return Connection(ledger, seed, evaluation, database, progress)
+    return Connection(ledger, seed, evaluation, database, progress, role)
+
+
+def _check_arguments(ledger, seed, evaluation, database, role) -> None:
+    """Argument types and roles, checked before anything is opened."""
+    for name, value in (("ledger", ledger), ("database", database)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise CatalogError(f"{name} must be a path, not {type(value).__name__}")
+    if role not in ROLES:
+        raise PrivacyError(f"role must be 'owner' or 'analyst', not {role!r}")
+    if not isinstance(evaluation, bool):
+        raise PlanError(f"evaluation must be True or False, not {evaluation!r}")
+    if evaluation and role == "analyst":
+        raise PrivacyError("evaluation mode reveals true answers and is for the data owner only",
+                           hint="open the analyst's session without evaluation=True")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise PlanError(f"seed must be a non-negative integer, not {seed!r}")
+        if not evaluation:
+            raise PrivacyError(SEED_REFUSAL, hint=SEED_HINT)
+    if role == "analyst" and ledger is None:
+        raise PrivacyError("an analyst session queries the tables the owner declared in a ledger file",
+                           hint="connect(ledger='budget.ldpql', role='analyst')")
 
 
 class Connection:
-    """A session: DuckDB for data, a catalog of declared tables, a budget ledger and session settings."""
+    """A session: DuckDB for data, a catalog of declared tables, a budget ledger, a role and session settings.
+
+    Every public method lets only :class:`ldpql.Error` escape (:func:`_guarded`)."""
 
     def __init__(self, ledger: str | None = None, seed: int | None = None, evaluation: bool = False,
-                 database: str | None = None, progress: Progress | None = None):
-        try:
-            self.duck = duckdb.connect(database or ":memory:")
-            self.duck.execute("SET enable_progress_bar = false")  # ldpql reports progress itself
-            # scans keep the source's row order, so a row's position is the same user in every round
-            self.duck.execute("SET preserve_insertion_order = true")
-        except duckdb.Error as e:
-            raise CatalogError(f"cannot open the DuckDB database {database!r}: {str(e).splitlines()[0]}") from None
+                 database: str | None = None, progress: Progress | None = None, role: str = "owner"):
+        _check_arguments(ledger, seed, evaluation, database, role)
+        self.duck = _open_duckdb(None if database is None else str(database))
+        self.database = None if database is None else os.path.abspath(str(database))
         self.catalog = cat.Catalog()
-        self.ledger = Ledger(ledger)
-        self.seed = seed
-        self.evaluation = evaluation
+        self.ledger = _guard(Ledger, None if ledger is None else str(ledger))
+        self.seed, self.evaluation, self.role = seed, evaluation, role
         self.progress = progress
         self.session: dict[str, Any] = {}
         self._statements = 0
+        _guard(self._load_catalog)
 
     # -- the public verbs --------------------------------------------------------------------------------------
     def sql(self, text: str) -> Result:
         """Run one or more ';'-separated statements; returns the result of the last one."""
-        statements = parse(text)
+        if not isinstance(text, str):
+            raise ParseError(f"sql() takes the statement text as a str, not {type(text).__name__}",
+                             hint='con.sql("SELECT LDP_MEAN(x) FROM t EPSILON 1")')
+        statements = _guard(parse, text)
         if not statements:
             raise PlanError("there is no statement to run", hint="write a statement, e.g. SHOW TABLES")
         result = None
@@ -81,27 +118,40 @@ class Connection:
 
     def run(self, stmt: ast.Statement, text: str = "") -> Result:
         """Run one parsed statement; ``text`` is the script it came from (for carets and the ledger)."""
+        if self.role == "analyst" and not isinstance(stmt, ANALYST_STATEMENTS):
+            raise PrivacyError(f"an analyst session cannot run {type(stmt).__name__.upper()} statements",
+                               hint="declaring, altering, dropping and evaluating are the data owner's: connect "
+                                    "without role='analyst'").with_position(text or stmt.sql(), stmt.pos.line or None,
+                                                                           stmt.pos.column or None)
         handler = getattr(self, "_" + _snake(type(stmt).__name__))
         self._statements += 1
-        return handler(stmt, text or stmt.sql())
+        return _guard(handler, stmt, text or stmt.sql())
 
     def explain(self, text: str) -> str:
         """The plan of a SELECT (what EXPLAIN prints); reads no private value, spends nothing."""
-        stmt = parse(text)[0]
+        if not isinstance(text, str):
+            raise ParseError(f"explain() takes the statement text as a str, not {type(text).__name__}")
+        stmt = _guard(parse, text)
+        stmt = stmt[0] if stmt else None
         select = stmt.select if isinstance(stmt, (ast.Explain, ast.Evaluate)) else stmt
         if not isinstance(select, ast.Select):
             raise PlanError("EXPLAIN takes a SELECT statement")
-        return str(self._plan(select, text)[0])
+        return str(_guard(self._plan, select, text)[0])
 
     def register(self, name: str, data: Any, private: dict[str, Any] | None = None, public: list[str] | None = None,
                  budget: float | None = None, delta: float = 0.0, privacy_unit: str | None = None,
                  rounds: int | None = None) -> None:
-        """Declare a pandas DataFrame or Arrow table as table ``name``.
+        """Declare a pandas DataFrame or Arrow table as table ``name`` (the data owner's act).
 
         ``private`` maps column -> domain: ``(lo, hi)`` for a numeric range, a list of categories, ``bool``,
         or a dict ``{"between": (lo, hi), "integer": True, "default": v}``. Columns not named stay private
         without a domain (unusable in aggregates); ``public`` lists the public ones.
         """
+        self._owner_only("register")
+        _check_register(name, private, public, budget, delta, privacy_unit, rounds)
+        _guard(self._register, name, data, private, public, budget, delta, privacy_unit, rounds)
+
+    def _register(self, name, data, private, public, budget, delta, privacy_unit, rounds) -> None:
         view = f"__ldpql_frame_{name}"
         try:
             self.duck.register(view, data)
@@ -127,8 +177,9 @@ class Connection:
 
     def remaining_budget(self, table: str) -> float:
         """The ε that remains for the most-charged user of ``table``."""
-        t = self.catalog.get(table)
-        return self.ledger.remaining(t.source_id, None, self._max_spend(t))
+        if not isinstance(table, str):
+            raise CatalogError(f"remaining_budget() takes a table name, not {type(table).__name__}")
+        return max(_guard(self.ledger.remaining, self.catalog.get(table).source_id), 0.0)
 
     def close(self) -> None:
         """Close DuckDB and the ledger."""
@@ -141,6 +192,23 @@ class Connection:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _owner_only(self, what: str) -> None:
+        if self.role != "owner":
+            raise PrivacyError(f"an analyst session cannot {what}",
+                               hint="declaring data is the data owner's act: connect without role='analyst'")
+
+    def _load_catalog(self) -> None:
+        """The tables the owner declared in this ledger, rebuilt from their CREATE statements (a frame lives in
+        its owner's process only)."""
+        for name, _, statement, database in self.ledger.tables():
+            if database == "frame" or (database and database != self.database):
+                continue
+            try:
+                (stmt,) = parse(statement)
+                self.catalog.add(cat.build_table(stmt, self.duck, statement))
+            except Error as e:  # the source moved or vanished: the table is unavailable here, not an error
+                log.info("table %s is not available here: %s", name, e.message)
+
     # -- statements --------------------------------------------------------------------------------------------
     def _create_table(self, stmt: ast.CreateTable, text: str) -> Result:
         table = cat.build_table(stmt, self.duck, text)
@@ -150,81 +218,136 @@ class Connection:
                                       f"budget ε = {table.budget_epsilon:g} per user")
 
     def _declare(self, table: cat.Table, stmt: ast.CreateTable, text: str) -> None:
+        """Bind a declaration to its source in the ledger: a later one may keep or tighten it, never loosen it."""
         held = self.ledger.budget(table.source_id)
         if stmt.budget_epsilon is None and held is not None:  # keep the ledger's budget when none is declared
             table.budget_epsilon, table.budget_delta = held
-        self.ledger.declare(table.source_id, table.name, table.budget_epsilon, table.budget_delta, text)
+        declaration = cat.declaration(table)
+        bound = self.ledger.held_declaration(table.source_id)
+        if bound is not None:
+            cat.check_tightens(bound, declaration, table.name)
+        self.ledger.declare(table.source_id, sorted(table.identity.keys), table.name, table.budget_epsilon,
+                            table.budget_delta, text)
+        database = "frame" if table.source_kind == "frame" else (self.database if table.source_kind == "table"
+                                                                 else None)
+        self.ledger.save_table(table.name, table.source_id, text, bound or declaration, database)
         self.catalog.add(table)
 
     def _select(self, stmt: ast.Select, text: str) -> Result:
         started = time.monotonic()
-        log.debug("ast: %r", stmt)
-        p, cells = self._plan(stmt, text)
-        log.debug("plan:\n%s", p)
-        ex = Executor(self.duck, self.progress)
-        tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
-        if p.n == 0 or math.isinf(p.epsilon):
-            return self._execute(p, cells, ex, tasks, None, started)
-        charge = self.ledger.reserve(p.table.source_id, p.table.name, _span(text, stmt), p.where_sql, p.epsilon,
-                                     self._max_spend(p.table), users=p.n, epsilon0=p.epsilon0,
-                                     delta=p.shuffle_delta)
-        log.debug("reserved charge %d: ε = %g", charge, p.epsilon)
+        with self._snapshot(self.catalog.get(stmt.table, stmt.pos, text)) as table:
+            p, cells, users = self._plan(stmt, text, table)
+            ex = Executor(self.duck, self.progress)
+            tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
+            if p.n == 0 or math.isinf(p.epsilon):
+                if math.isinf(p.epsilon):
+                    self.ledger.log("evaluation", p.table.source_id, p.table.name, _span(text, stmt))
+                return self._execute(p, cells, ex, tasks, None, started)
+            charge = self.ledger.reserve(p.table.source_id, p.table.name, _span(text, stmt), users, p.epsilon,
+                                         p.where_sql, p.n, p.epsilon0, p.shuffle_delta)
+            return self._run_charged(p, cells, ex, tasks, charge, started)
+
+    def _run_charged(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int,
+                     started: float) -> Result:
+        """Charge on touch: refund only while no private value was read; from the first read on, any error, abort
+        or Ctrl-C keeps the charge, and what is raised carries no text derived from the data."""
         try:
             result = self._execute(p, cells, ex, tasks, charge, started)
-        except BaseException:  # KeyboardInterrupt too: nothing was released, so nothing is spent
-            self.ledger.refund(charge)
-            raise
-        self.ledger.commit(charge)
-        return result
+        except BaseException as e:
+            if not ex.touched:
+                self.ledger.refund(charge)
+                raise
+            self.ledger.commit(charge)
+            log.debug("statement failed after reading private data: %s", type(e).__name__)
+            failure = "was interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        else:
+            self.ledger.commit(charge)
+            return result
+        # raised outside the handler, so the error carries no __context__ that could quote the data
+        raise ExecuteError(f"the statement {failure} after it had read private data, so its charge of ε = "
+                           f"{p.epsilon:g} per user stands (charge on touch)",
+                           hint="the details are withheld because they could depend on private values; "
+                                "SHOW LEDGER lists the charge")
 
-    def _plan(self, stmt: ast.Select, text: str) -> tuple[Plan, list[Cell]]:
-        table = self.catalog.get(stmt.table, stmt.pos, text)
+    @contextlib.contextmanager
+    def _snapshot(self, table: cat.Table):
+        """A view or query source is read once into a temporary table for the whole statement, so every round,
+        the user count and the ledger see the same rows (DuckDB may reorder or re-evaluate a query)."""
+        if table.identity.stable_rows:
+            yield table
+            return
+        self.duck.execute(f"CREATE OR REPLACE TEMP TABLE {SNAPSHOT} AS SELECT * FROM {table.from_sql}")
+        try:
+            yield dataclasses.replace(table, from_sql=SNAPSHOT, source_kind="snapshot")
+        finally:
+            self.duck.execute(f"DROP TABLE IF EXISTS {SNAPSHOT}")
+
+    def _plan(self, stmt: ast.Select, text: str, table: cat.Table | None = None):
+        """(plan, GROUP BY cells, the ids of the users the statement covers or None for every user)."""
+        table = table or self.catalog.get(stmt.table, stmt.pos, text)
         group = [table.column(c.name, c.pos, text).name for c in stmt.group_by]
         where = stmt.where.sql() if stmt.where is not None else None
         check_public(stmt, table, text)  # before DuckDB ever evaluates the clauses
+        self._check_data(table)
         cells = public_cells(self.duck, table, where, group)
-        remaining = self.ledger.remaining(table.source_id, where, self._max_spend(table))
-        facts = PublicFacts(sum(c.n for c in cells), len(cells), remaining,
+        users = covered_users(self.duck, table, where)
+        facts = PublicFacts(sum(c.n for c in cells), len(cells), self.ledger.remaining(table.source_id, users),
                             self.ledger.remaining_delta(table.source_id))
-        return plan(stmt, table, facts, self.session, text, self.evaluation), cells
+        return plan(stmt, table, facts, self.session, text, self.evaluation), cells, users
+
+    def _check_data(self, table: cat.Table) -> None:
+        """Before each statement: units are still one row each, and a changed source is noted in the ledger."""
+        if table.privacy_unit:
+            check_unique_units(self.duck, table)
+        fingerprint = cat.fingerprint(table, self.duck)
+        self.ledger.touch_data(table.source_id, table.name, fingerprint, by_position=not table.privacy_unit)
 
     def _execute(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int | None,
                  started: float) -> Result:
         estimates = ex.finish(tasks, self._entropy(p, charge=charge)) if p.n else {}
         spent = 0.0 if (p.n == 0 or math.isinf(p.epsilon)) else p.epsilon
-        left = None if charge is None else self.ledger.remaining(p.table.source_id, None, self._max_spend(p.table))
-        return select_result(p, cells, estimates, spent, left, time.monotonic() - started)
+        left = None if charge is None else max(self.ledger.remaining(p.table.source_id), 0.0)
+        result = select_result(p, cells, estimates, spent, left, time.monotonic() - started)
+        result.footer += f"; ledger {self.ledger.path}"
+        if self._seeded(p):
+            result.notes.append(NOT_PRIVATE + " (a seed makes the noise reproducible)")
+        return result
+
+    def _seeded(self, p: Plan) -> bool:
+        return self.evaluation and (p.seed is not None or self.seed is not None)
 
     def _entropy(self, p: Plan, offset: int = 0, charge: int | None = None) -> int:
-        """The statement's randomness. A seed makes it reproducible, but two charged statements never share
-        noise: their ledger charge ids (unique in the ledger, persistent or not) are mixed in, since summing
-        their ε assumes independent randomness."""
-        if p.seed is None and self.seed is None:
-            return int(np.random.SeedSequence().entropy) + offset
+        """The statement's randomness: 128 bits of OS entropy. In evaluation mode a seed makes it reproducible,
+        and two charged statements still never share noise (their ledger charge ids are mixed in)."""
+        if not self._seeded(p):
+            return int(np.random.SeedSequence().entropy)
         key = (offset,) if charge is None else (offset, charge)
-        if p.seed is not None:
-            return p.seed + offset if charge is None else \
-                int(np.random.SeedSequence(p.seed, spawn_key=key).generate_state(1)[0])
-        return int(np.random.SeedSequence(self.seed, spawn_key=(self._statements, *key)).generate_state(1)[0])
+        if p.seed is None:
+            key = (self._statements, *key)
+        state = np.random.SeedSequence(p.seed if p.seed is not None else self.seed, spawn_key=key).generate_state(4)
+        return int.from_bytes(state.astype("<u4").tobytes(), "little")
 
     def _explain(self, stmt: ast.Explain, text: str) -> Result:
-        p, _ = self._plan(stmt.select, text)
+        with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
+            p = self._plan(stmt.select, text, table)[0]
         return Result(["plan"], [(line,) for line in str(p).splitlines()], plan=p,
-                      footer="nothing was run and no budget was spent")
+                      footer=f"nothing was run and no budget was spent; ledger {self.ledger.path}")
 
     def _evaluate(self, stmt: ast.Evaluate, text: str) -> Result:
         if not self.evaluation:
-            raise PlanError("EVALUATE reveals true answers and is only allowed in evaluation mode",
-                            hint="open the connection with ldpql.connect(evaluation=True), or run ldpql --evaluate")
+            raise PrivacyError("EVALUATE reveals true answers and is only allowed in evaluation mode",
+                               hint="open the connection with ldpql.connect(evaluation=True), or run ldpql --evaluate")
         if stmt.repeat < 1:
             raise PlanError("REPEAT must be at least 1")
-        p, cells = self._plan(stmt.select, text)
-        ex = Executor(self.duck, self.progress)
-        ex.cache = {}
-        exact_plan = dataclasses.replace(p, aggregates=[dataclasses.replace(a, epsilon=math.inf, users=(0.0, 1.0))
-                                                        for a in p.aggregates], epsilon=math.inf)
-        truth = ex.run(exact_plan, cells, 0) if p.n else {}
-        runs = [ex.run(p, cells, self._entropy(p, r)) if p.n else {} for r in range(stmt.repeat)]
+        with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
+            p, cells, _ = self._plan(stmt.select, text, table)
+            self.ledger.log("evaluation", p.table.source_id, p.table.name, _span(text, stmt))
+            ex = Executor(self.duck, self.progress)
+            ex.cache = {}
+            exact_plan = dataclasses.replace(p, aggregates=[dataclasses.replace(a, epsilon=math.inf, users=(0.0, 1.0))
+                                                            for a in p.aggregates], epsilon=math.inf)
+            truth = ex.run(exact_plan, cells, 0) if p.n else {}
+            runs = [ex.run(p, cells, self._entropy(p, r)) if p.n else {} for r in range(stmt.repeat)]
         return evaluation_result(p, cells, truth, runs)
 
     def _show_tables(self, stmt: ast.ShowTables, text: str) -> Result:
@@ -238,8 +361,8 @@ class Connection:
                  c.domain.describe() if c.domain else ("privacy unit" if c.name == t.privacy_unit else
                                                        ("-" if c.public else "no domain: not usable in aggregates")))
                 for c in t.columns.values()]
-        note = (f"source {t.source_id}; privacy unit {t.privacy_unit or 'one row per user'}; budget ε = "
-                f"{t.budget_epsilon:g}" + (f", δ = {t.budget_delta:g}" if t.budget_delta else "") +
+        note = (f"privacy unit {t.privacy_unit or 'one row per user'}; budget ε = {t.budget_epsilon:g}" +
+                (f", δ = {t.budget_delta:g}" if t.budget_delta else "") +
                 (f"; at most {t.rounds} round(s)" if t.rounds else ""))
         return Result(["column", "type", "visibility", "domain"], rows, notes=[note])
 
@@ -247,11 +370,11 @@ class Connection:
         tables = [self.catalog.get(stmt.table, stmt.pos, text)] if stmt.table else list(self.catalog.tables.values())
         rows = []
         for t in tables:
-            spent = self._max_spend(t)(self.ledger.active(t.source_id), None)
-            queries = sum(1 for c in self.ledger.charges(t.source_id) if c.kind == "query" and c.status == "committed")
-            rows.append((t.name, t.budget_epsilon, spent, t.budget_epsilon - spent, t.budget_delta, queries))
+            budget = self.ledger.budget(t.source_id) or (t.budget_epsilon, t.budget_delta)
+            left = max(self.ledger.remaining(t.source_id), 0.0)
+            rows.append((t.name, budget[0], budget[0] - left, left, budget[1], self.ledger.statements(t.source_id)))
         return Result(["table", "budget_epsilon", "spent_epsilon", "remaining_epsilon", "budget_delta", "statements"],
-                      rows, notes=["spent = the most-charged user's total"])
+                      rows, notes=["spent = the most-charged user's total", f"ledger: {self.ledger.path}"])
 
     def _show_ledger(self, stmt: ast.ShowLedger, text: str) -> Result:
         source = self.catalog.get(stmt.table, stmt.pos, text).source_id if stmt.table else None
@@ -265,23 +388,81 @@ class Connection:
         return Result([], [], message=f"using {stmt.table}")
 
     def _set_option(self, stmt: ast.SetOption, text: str) -> Result:
+        if stmt.name.lower() == "seed" and not self.evaluation:
+            raise PrivacyError(SEED_REFUSAL, hint=SEED_HINT).with_position(text, stmt.pos.line or None,
+                                                                          stmt.pos.column or None)
         check_option(stmt.name, stmt.value.value, stmt, text)
         self.session[stmt.name] = stmt.value.value
         return Result([], [], message=f"{stmt.name} = {stmt.value.sql()}")
 
     def _alter_budget(self, stmt: ast.AlterBudget, text: str) -> Result:
         t = self.catalog.get(stmt.table, stmt.pos, text)
-        cat.check_budget(stmt.epsilon, stmt.delta or 0.0)
-        self.ledger.alter(t.source_id, t.name, float(stmt.epsilon), float(stmt.delta or 0.0), _span(text, stmt))
-        t.budget_epsilon, t.budget_delta = float(stmt.epsilon), float(stmt.delta or 0.0)
+        delta = t.budget_delta if stmt.delta is None else float(stmt.delta)  # ALTER ... EPSILON e keeps δ
+        cat.check_budget(stmt.epsilon, delta)
+        self.ledger.alter(t.source_id, t.name, float(stmt.epsilon), delta, _span(text, stmt))
+        t.budget_epsilon, t.budget_delta = float(stmt.epsilon), delta
         return Result([], [], message=f"budget of {t.name} set to ε = {stmt.epsilon:g} per user (logged)")
 
     def _drop_table(self, stmt: ast.DropTable, text: str) -> Result:
         t = self.catalog.drop(stmt.table)
+        self.ledger.forget_table(t.name)
         return Result([], [], message=f"dropped {t.name} (its spend stays in the ledger)")
 
-    def _max_spend(self, table: cat.Table):
-        return lambda charges, predicate: max_spend(self.duck, table, charges, predicate)
+
+SNAPSHOT = "__ldpql_snapshot"
+SEED_REFUSAL = "a seed makes the noise predictable, so it is honoured in evaluation mode only"
+SEED_HINT = ("for reproducible research runs open ldpql.connect(evaluation=True, seed=7) or run ldpql --evaluate "
+             "--seed 7; the results are then labelled not private")
+
+
+def _guard(fn: Callable, *args, **kwargs):
+    """Call ``fn``; only ldpql.Error escapes (DESIGN §3). Anything else is a bug or an environment failure, and is
+    reported without its text, which could quote data."""
+    try:
+        return fn(*args, **kwargs)
+    except (Error, KeyboardInterrupt):
+        raise
+    except sqlite3.Error as e:
+        raise CatalogError(f"the ledger could not be written or read ({type(e).__name__})",
+                           hint="check that the ledger file is writable and not locked by another program") from None
+    except RecursionError:
+        raise ParseError("the statement nests too deeply", hint="split long OR/AND chains, or use IN (...)") from None
+    except duckdb.Error as e:
+        raise ExecuteError(f"DuckDB could not run the statement ({type(e).__name__})",
+                           hint="check the data source and the statement") from None
+    except Exception as e:  # noqa: BLE001  (the API's contract: only ldpql.Error escapes)
+        log.debug("internal error", exc_info=True)
+        raise InternalError(f"an unexpected {type(e).__name__} was raised") from None
+
+
+def _open_duckdb(database: str | None) -> duckdb.DuckDBPyConnection:
+    try:
+        duck = duckdb.connect(database or ":memory:")
+        duck.execute("SET enable_progress_bar = false")  # ldpql reports progress itself
+        # scans keep the source's row order, so a row's position is the same user in every round
+        duck.execute("SET preserve_insertion_order = true")
+        return duck
+    except duckdb.Error as e:
+        raise CatalogError(f"cannot open the DuckDB database {database!r}: {str(e).splitlines()[0]}") from None
+
+
+def _check_register(name, private, public, budget, delta, privacy_unit, rounds) -> None:
+    """register()'s arguments have the types it documents."""
+    def bad(what: str, value, wanted: str):
+        return CatalogError(f"register(): {what} must be {wanted}, not {value!r}")
+    if not isinstance(name, str) or not name:
+        raise bad("name", name, "a table name")
+    if private is not None and not isinstance(private, dict):
+        raise bad("private", private, "a dict of column -> domain")
+    if public is not None and (isinstance(public, str) or not all(isinstance(c, str) for c in public)):
+        raise bad("public", public, "a list of column names")
+    for what, value in (("budget", budget), ("delta", delta)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise bad(what, value, "a number")
+    if privacy_unit is not None and not isinstance(privacy_unit, str):
+        raise bad("privacy_unit", privacy_unit, "a column name")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int)):
+        raise bad("rounds", rounds, "an integer")
 
 
 def _column_def(name: str, spec: Any) -> ast.ColumnDef:

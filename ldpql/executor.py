@@ -14,8 +14,9 @@ u = hash(user key, salt) / 2^64, where the salt comes from the statement's seed.
 UNIT column when the table declares one, else the row's position in the source, which must be the same in
 every round of the statement: files, frames and stored tables are scanned in order (DuckDB's
 preserve_insertion_order, which the connection sets), and a query or view source, whose row order DuckDB may
-change from one scan to the next, is numbered once per statement into a temporary table. The key is a function
-of the user's identity and the seed only, never of a private value, the same on both paths and when streamed.
+change from one scan to the next, is read once per statement into a snapshot by the connection. The key is a
+function of the user's identity and the seed only, never of a private value, the same on both paths and when
+streamed. ``touched`` turns true just before the first read of a private value (charge on touch).
 Before each round the executor checks that no user's ε, summed over the rounds it takes part in, exceeds the
 plan.
 """
@@ -35,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from ldpql.catalog import Table
-from ldpql.errors import ExecuteError, InternalError
+from ldpql.errors import CatalogError, ExecuteError, InternalError
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Estimate, Reply, Round, add_virtual
 from ldpql.planner import Plan
@@ -48,7 +49,6 @@ PARTS = 2                       # each batch is randomized in PARTS slices, one 
                                 # results do not depend on the machine's core count)
 POS = "__ldpql_pos"
 CELLS = "__ldpql_cells"
-NUMBERED = "__ldpql_numbered"   # a query source's rows, numbered once per statement
 
 Progress = Callable[[float, str], None]
 
@@ -83,18 +83,37 @@ def public_cells(duck: duckdb.DuckDBPyConnection, table: Table, where: str | Non
     return [Cell(tuple(r[:-1]), int(r[-1])) for r in rows]
 
 
-def max_spend(duck: duckdb.DuckDBPyConnection, table: Table, charges, predicate: str | None) -> float:
-    """The largest total ε of earlier charges over the users ``predicate`` covers (public columns only)."""
-    by_pred: dict[str | None, float] = {}
-    for p, e in charges:
-        by_pred[p] = by_pred.get(p, 0.0) + e
-    if not by_pred:
-        return 0.0
-    if set(by_pred) == {None}:
-        return by_pred[None]
-    terms = " + ".join(f"{e!r}" if p is None else f"(CASE WHEN {p} THEN {e!r} ELSE 0 END)" for p, e in by_pred.items())
-    row = duck.execute(f"SELECT max({terms}) FROM ({population_sql(table, predicate)})").fetchall()[0]
-    return float(row[0] or 0.0)
+def user_key_sql(table: Table) -> str | None:
+    """ldpql's 64-bit identity of a user (DESIGN §4.3): the lower half of the md5 of its privacy unit's text, or
+    its row position in a source whose rows keep their order; None when neither names a person."""
+    if table.privacy_unit:
+        return f"md5_number_lower(CAST({quote_name(table.privacy_unit)} AS VARCHAR))"
+    return "row_number() OVER () - 1" if table.identity.stable_rows else None
+
+
+def covered_users(duck: duckdb.DuckDBPyConnection, table: Table, where: str | None) -> np.ndarray | None:
+    """The ids of the users a statement covers, for the ledger: None (every user of the source) without a WHERE
+    or when users have no identity; else one pass over the public WHERE and the key (never a private value)."""
+    key = user_key_sql(table)
+    if where is None or key is None:
+        return None
+    sql = f"SELECT __ldpql_key FROM (SELECT *, {key} AS __ldpql_key FROM {table.from_sql}) AS src WHERE {where}"
+    try:
+        return duck.execute(sql).fetchnumpy()["__ldpql_key"].astype(np.uint64)
+    except duckdb.Error as e:
+        raise ExecuteError(f"DuckDB could not read `{table.name}`: {str(e).splitlines()[0]}") from None
+
+
+def check_unique_units(duck: duckdb.DuckDBPyConnection, table: Table) -> None:
+    """Each privacy unit is one row (checked before every statement: the data may have changed since CREATE).
+    The error gives no count: only that the declaration no longer holds."""
+    unit = quote_name(table.privacy_unit)
+    dup = duck.execute(f"SELECT count(*) <> count(DISTINCT {unit}) FROM {table.from_sql}").fetchall()[0][0]
+    if dup:
+        raise CatalogError(f"the privacy unit `{table.privacy_unit}` of `{table.name}` now appears on more than one "
+                           "row, so a user could answer twice",
+                           hint="the data owner must pre-aggregate each unit's rows: FROM (SELECT unit, avg(x) AS x "
+                                "FROM ... GROUP BY unit)")
 
 
 @dataclass
@@ -115,6 +134,7 @@ class Executor:
     def __init__(self, duck: duckdb.DuckDBPyConnection, progress: Progress | None = None):
         self.duck = duck
         self.progress = progress
+        self.touched = False
         self.cache: dict[str, dict[int, np.ndarray]] | None = None  # exact-path histograms (EVALUATE reuses)
 
     def run(self, plan: Plan, cells: list[Cell], entropy: int) -> dict[tuple[int, int], Estimate]:
@@ -125,6 +145,7 @@ class Executor:
         """Build every cell's protocol and take it to its first round, without touching the data: a protocol
         that refuses its cell (too few users) raises here, before any budget is reserved."""
         self._plan, self._cells = plan, cells
+        self.touched = False  # charge on touch: set just before the first read of a private value
         tasks = [_Task(a.index, c, a.protocol(cell.n)) for a in plan.aggregates for c, cell in enumerate(cells)]
         for t in tasks:
             self._advance(t, None)
@@ -133,16 +154,12 @@ class Executor:
     def finish(self, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run the started protocols to their estimates, with randomness from ``entropy``."""
         plan = self._plan
-        self._started, self._salt, self._keyed = time.monotonic(), entropy % (1 << 62), None
+        self._started, self._salt = time.monotonic(), entropy % (1 << 62)
         self._cell_spent: dict[int, list] = {}
         self._hist = self.cache if self.cache is not None else {}  # rounds sharing an encoding share one scan
         if plan.group_by:
             self._register_cells()
-        try:
-            return self._loop(plan, tasks, entropy)
-        finally:
-            if self._keyed == NUMBERED:
-                self.duck.execute(f"DROP TABLE IF EXISTS {NUMBERED}")
+        return self._loop(plan, tasks, entropy)
 
     def _loop(self, plan: Plan, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
         step = 0
@@ -194,6 +211,7 @@ class Executor:
         exact = self._use_exact(list(rounds.values()))
         self._report(f"{a.output}: round {step + 1} ({'exact aggregate' if exact else 'per user'})")
         sql = self._round_sql(group[0].round.encoding.sql, u0, u1)
+        self.touched = True
         try:
             replies = self._exact(sql, rounds, rng, u0, u1) if exact else self._per_user(sql, rounds, rng, a.output, step)
         except duckdb.Error as e:
@@ -215,22 +233,9 @@ class Executor:
         t = self._plan.table
         if t.privacy_unit:
             return f"(SELECT *, {quote_name(t.privacy_unit)} AS {POS} FROM {t.from_sql})"
-        numbered = f"SELECT *, row_number() OVER () - 1 AS {POS} FROM {t.from_sql}"
-        if not self._scanned_in_order(t):
-            if self._keyed != NUMBERED:  # privacy-critical: one numbering for every round of the statement
-                self.duck.execute(f"CREATE OR REPLACE TEMP TABLE {NUMBERED} AS {numbered}")
-                self._keyed = NUMBERED
-            return NUMBERED
-        return f"({numbered})"
-
-    def _scanned_in_order(self, t: Table) -> bool:
-        if t.source_kind in ("file", "frame"):
-            return True
-        if t.source_kind == "table":
-            views = self.duck.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?",
-                                      [t.source_text.split(".")[-1].strip('"')]).fetchall()[0][0]
-            return views == 0
-        return False
+        if not t.identity.stable_rows and t.source_kind != "snapshot":  # the connection snapshots such sources
+            raise InternalError(f"`{t.name}` has no stable row order to key its users by")
+        return f"(SELECT *, row_number() OVER () - 1 AS {POS} FROM {t.from_sql})"
 
     def _round_sql(self, encoding: str, u0: float, u1: float) -> str:
         p = self._plan
@@ -242,7 +247,8 @@ class Executor:
             cell = "__cell"
         users = ""
         if (u0, u1) != (0.0, 1.0):
-            u = f"(hash({POS}, {self._salt}) / 18446744073709551616.0)"
+            # a fresh partition per statement: the salt is mixed into the key's hash, then hashed again
+            u = f"(hash(xor(hash({POS}), {self._salt}::UBIGINT)) / 18446744073709551616.0)"
             users = f" WHERE {u} >= {u0!r} AND {u} < {u1!r}"
         return f"SELECT {cell} AS cell, {encoding} AS x FROM ({pop}) AS pop{users}"
 

@@ -46,8 +46,8 @@ def pytest_collection_finish(session):
 
 @pytest.fixture
 def con():
-    """A fresh in-memory connection with a fixed seed."""
-    c = ldpql.connect(seed=1234)
+    """A fresh in-memory connection with a fixed seed (so in evaluation mode: seeds are honoured only there)."""
+    c = ldpql.connect(seed=1234, evaluation=True)
     yield c
     c.close()
 
@@ -79,6 +79,16 @@ def people_parquet(tmp_path):
 def declare_people(con: ldpql.Connection, path: str, budget: float = 4.0, name: str = "people") -> None:
     """CREATE TABLE people FROM path with the standard declarations."""
     con.sql(f"CREATE TABLE {name} FROM '{path}' ({PEOPLE_COLUMNS}) PRIVACY UNIT person_id BUDGET EPSILON {budget}")
+
+
+@pytest.fixture
+def private_people(people_parquet):
+    """A connection outside evaluation mode, as releases run (no seed, no EPSILON INF, no EVALUATE), with
+    ``people`` declared."""
+    c = ldpql.connect()
+    declare_people(c, people_parquet)
+    yield c
+    c.close()
 
 
 @pytest.fixture

@@ -103,6 +103,10 @@ def resolve_options(ctx: _Context) -> None:
         merged[opt.name] = opt.value.value
     for key, value in merged.items():
         node = next((o for o in ctx.select.options if o.name == key), None)
+        if key == "seed" and not ctx.evaluation:  # a known seed is known noise (DESIGN §4.3)
+            raise _error(PrivacyError, "a seed makes the noise predictable, so it is honoured in evaluation mode "
+                         "only", ctx.text, node, width=len(key), hint="for reproducible research runs open "
+                         "ldpql.connect(evaluation=True) or run ldpql --evaluate; the results are labelled not private")
         merged[key] = check_option(key, value, node, ctx.text)
     ctx.options = merged
 
@@ -278,8 +282,8 @@ def choose_model(ctx: _Context) -> None:
         for c in a.candidates:
             if c.model == "shuffle" and (model == "local" or left <= 0):
                 c.rejected = "shuffle model not allowed (model = 'local' or no DELTA budget left on the table)"
-            elif c.model == "shuffle":
-                c.delta = ctx.delta or left  # the δ its amplification bound may use, charged if it is chosen
+            elif c.model == "shuffle":  # the δ its amplification bound may use, charged if it is chosen: the
+                c.delta = (ctx.delta or left) / len(_runs(ctx))  # statement's, shared by the aggregates that run
 
 
 def apply_rounds_limit(ctx: _Context) -> None:

@@ -152,9 +152,10 @@ class Plan:
 
     @property
     def shuffle_delta(self) -> float:
-        """The δ of the shuffle-model aggregates (the statement's, else the table's DELTA budget); 0 if none."""
-        return max((a.chosen.delta for a in self.aggregates if a.source is None and a.chosen is not None
-                    and a.chosen.model == "shuffle"), default=0.0)
+        """The δ the statement spends: the sum over its shuffle-model aggregates (δ composes by addition; the
+        planner gives each a share of the statement's δ); 0 if none."""
+        return sum((a.chosen.delta for a in self.aggregates if a.source is None and a.chosen is not None
+                    and a.chosen.model == "shuffle"), 0.0)
 
     def answers(self, estimates: dict[tuple[int, int], Estimate]) -> dict[tuple[int, int], Estimate]:
         """Each aggregate's answer per cell, from the protocol estimates {(aggregate, cell): Estimate}: the

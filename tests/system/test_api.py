@@ -60,13 +60,13 @@ def test_seed_makes_a_script_reproducible(people_parquet):
 
     answers = []
     for _ in range(2):
-        with ldpql.connect(seed=7) as con:
+        with ldpql.connect(seed=7, evaluation=True) as con:
             declare_people(con, people_parquet)
             answers.append([con.sql(q).fetchall() for q in (
                 "SELECT LDP_MEAN(income) FROM people EPSILON 1",
                 "SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1")])
     assert answers[0] == answers[1]
-    with ldpql.connect(seed=8) as con:
+    with ldpql.connect(seed=8, evaluation=True) as con:
         declare_people(con, people_parquet)
         assert con.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1").fetchall() != answers[0][0]
 
@@ -76,14 +76,14 @@ def test_statement_seed_option_fixes_the_noise(people, people_parquet):
     statements never share noise: summing their ε assumes independent randomness."""
     q = "SELECT LDP_MEAN(income) FROM people EPSILON 0.5 OPTIONS (seed = 99)"
     first = people.sql(q).fetchall()
-    with ldpql.connect() as again:
+    with ldpql.connect(evaluation=True) as again:
         declare_people(again, people_parquet)
         assert again.sql(q).fetchall() == first
     assert people.sql(q).fetchall() != first
 
 
 def test_register_pandas_and_arrow():
-    con = ldpql.connect(seed=5)
+    con = ldpql.connect(seed=5, evaluation=True)
     df = people_table(5000).to_pandas()
     con.register("p", df, private={"income": (0, 250000), "city": ["Lyon", "Nice", "Paris"], "smoker": bool},
                  public=["region"], budget=3.0)
@@ -158,7 +158,8 @@ ERRORS = ["SELEC 1", "SELECT LDP_MEAN(income) FROM nowhere EPSILON 1", "SELECT L
 
 
 @pytest.mark.parametrize("sql", ERRORS)
-def test_bad_input_raises_ldpql_errors_only_and_changes_nothing(people, sql):
+def test_bad_input_raises_ldpql_errors_only_and_changes_nothing(private_people, sql):
+    people = private_people
     before = (people.remaining_budget("people"), len(people.ledger.charges()), people.tables())
     with pytest.raises(ldpql.Error) as info:
         people.sql(sql)

@@ -63,7 +63,7 @@ def test_ledger_persists_across_invocations(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["csv", "json", "markdown", "table"])
 def test_formats(fmt):
-    out = ldpql("--demo", "--seed", "3", "--format", fmt, "-c", "SELECT region, LDP_MEAN(income) FROM people "
+    out = ldpql("--demo", "--evaluate", "--seed", "3", "--format", fmt, "-c", "SELECT region, LDP_MEAN(income) FROM people "
                 "GROUP BY region EPSILON 1")
     assert out.returncode == 0, out.stderr
     if fmt == "json":
@@ -89,9 +89,9 @@ def test_statements_from_standard_input():
 def test_seed_makes_runs_identical():
     q = "SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1"
     # the answers, without the footer (whose timing varies); "\n-- " starts the footer, "---" underlines the header
-    assert ldpql("--demo", "--seed", "9", "-c", q).stdout.split("\n-- ")[0] == \
-        ldpql("--demo", "--seed", "9", "-c", q).stdout.split("\n-- ")[0]
-    runs = [ldpql("--demo", "--seed", s, "-c", q) for s in ("9", "10")]
+    assert ldpql("--demo", "--evaluate", "--seed", "9", "-c", q).stdout.split("\n-- ")[0] == \
+        ldpql("--demo", "--evaluate", "--seed", "9", "-c", q).stdout.split("\n-- ")[0]
+    runs = [ldpql("--demo", "--evaluate", "--seed", s, "-c", q) for s in ("9", "10")]
     assert all(r.returncode == 0 and "Paris" in r.stdout.split("\n-- ")[0] for r in runs)
     assert runs[0].stdout.split("\n-- ")[0] != runs[1].stdout.split("\n-- ")[0]
 
@@ -103,7 +103,7 @@ def test_missing_script_file():
 
 @pytest.mark.parametrize("script", ["people_csv.sql", "sensors_parquet.sql"])
 def test_sql_examples_run(script):
-    out = ldpql("--seed", "7", f"examples/{script}")
+    out = ldpql("--evaluate", "--seed", "7", f"examples/{script}")
     assert out.returncode == 0, out.stderr
     assert "ε spent 1" in out.stdout
 

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 import ldpql
-from ldpql import executor
+from ldpql import connection, executor
 from ldpql.mechanisms import Round
 from ldpql.mechanisms.rr import RandomizedResponse
 
@@ -140,7 +140,8 @@ def test_simulation_exact_is_refused_for_continuous_mechanisms(small):
 
 def test_user_keys_are_the_same_in_every_round(tmp_path, monkeypatch):
     """Disjoint rounds must reach disjoint users: a query source (whose row order DuckDB may change between
-    scans) is numbered once per statement, and a table with a PRIVACY UNIT keys users by it."""
+    scans) is read once per statement into a snapshot that every round numbers in the same order, and a table
+    with a PRIVACY UNIT keys users by it."""
     import pyarrow.parquet as pq
     rng = np.random.default_rng(0)
     path = tmp_path / "rows.parquet"
@@ -148,15 +149,17 @@ def test_user_keys_are_the_same_in_every_round(tmp_path, monkeypatch):
     seen = []
     keyed = executor.Executor._keyed_source
     monkeypatch.setattr(executor.Executor, "_keyed_source", lambda self: seen.append(keyed(self)) or seen[-1])
-    con = ldpql.connect(seed=1)
+    con = ldpql.connect(seed=1, evaluation=True)
     con.sql(f"CREATE TABLE q FROM (SELECT uid, avg(x) AS x FROM '{path}' GROUP BY uid) (x PRIVATE BETWEEN 0 AND 100) "
             "BUDGET EPSILON 10")
     con.sql("SELECT LDP_MEDIAN(x) FROM q EPSILON 1")
-    assert len(seen) > 5 and set(seen) == {executor.NUMBERED}
-    assert con.duck.execute(f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{executor.NUMBERED}'"
+    assert len(seen) > 5 and all(f"FROM {connection.SNAPSHOT})" in s for s in seen)
+    assert con.duck.execute(f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{connection.SNAPSHOT}'"
                             ).fetchall() == [(0,)]   # dropped after the statement
     seen.clear()
-    con.sql(f"CREATE TABLE u FROM (SELECT uid, avg(x) AS x FROM '{path}' GROUP BY uid) (x PRIVATE BETWEEN 0 AND 100, "
+    other = tmp_path / "units.parquet"   # other data: on `path`, making uid public would loosen q's declaration
+    pq.write_table(pq.read_table(path), other)
+    con.sql(f"CREATE TABLE u FROM (SELECT uid, avg(x) AS x FROM '{other}' GROUP BY uid) (x PRIVATE BETWEEN 0 AND 100, "
             "uid PUBLIC) PRIVACY UNIT uid BUDGET EPSILON 10")
     con.sql("SELECT LDP_MEDIAN(x) FROM u EPSILON 1")
     assert seen and all('"uid" AS __ldpql_pos' in s or "uid AS __ldpql_pos" in s for s in seen)

@@ -127,7 +127,7 @@ def test_different_release_arguments_make_separate_releases(people):
 def test_frequency_of_a_column_is_the_histogram(people, people_parquet):
     """The same release: with the same seed at the same ledger state (a fresh connection) the same answer."""
     a = people.sql("SELECT LDP_FREQUENCY(city) FROM people EPSILON 1 OPTIONS (seed = 3)").fetchall()
-    with ldpql.connect() as fresh:
+    with ldpql.connect(evaluation=True) as fresh:
         declare_people(fresh, people_parquet)
         b = fresh.sql("SELECT LDP_HISTOGRAM(city) FROM people EPSILON 1 OPTIONS (seed = 3)").fetchall()
     assert a == b
@@ -243,7 +243,7 @@ def test_count_distinct_finds_the_frequent_values_and_never_an_absent_one():
     an absent value is counted in about 5% of runs, as the Bonferroni bound says (measured 4 of 60; the check
     allows 10% for sampling; without the correction it would be about a third)."""
     rng = np.random.default_rng(1)
-    con = ldpql.connect(seed=3)
+    con = ldpql.connect(seed=3, evaluation=True)
     con.register("t", pa.table({"v": rng.choice([2, 5, 11, 17], 40_000)}),
                  private={"v": {"between": (0, 19), "integer": True}}, budget=1000)
     counts = np.array([con.sql(f"SELECT LDP_COUNT_DISTINCT(v) FROM t EPSILON 2 OPTIONS (seed = {s})").fetchone()[0]

@@ -246,7 +246,7 @@ def test_plan_is_identical_for_tables_that_differ_in_one_private_value():
     other[17] = 0.99   # one user's private value
     plans = []
     for values in (base, other):
-        con = ldpql.connect(seed=1)
+        con = ldpql.connect(seed=1, evaluation=True)
         con.register("t", pa.table({"x": values, "g": ["a", "b", "c"] * 1000}), private={"x": (-1, 1)},
                      public=["g"], budget=3)
         for stmt in ("SELECT LDP_MIN(x) EPSILON 1 FROM t", "SELECT g, LDP_MIN(x), LDP_MAX(x) FROM t GROUP BY g EPSILON 2",

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 import ldpql
-from ldpql.errors import InternalError, PlanError, PrivacyError
+from ldpql.errors import ExecuteError, InternalError, PlanError, PrivacyError
 
 DOMAINS = {"age": {"between": (0, 120), "integer": True}, "income": (0, 250000), "score": {"between": (0, 9),
                                                                                         "integer": True}}
@@ -26,7 +26,7 @@ def people(n: int, seed: int = 5) -> pa.Table:
 
 def connect(n: int = 5000, evaluation: bool = False, delta: float = 0.0, rounds: int | None = None, seed: int = 5,
             data: pa.Table | None = None) -> ldpql.Connection:
-    con = ldpql.connect(seed=99, evaluation=evaluation)
+    con = ldpql.connect(seed=99, evaluation=True)  # seeds are honoured in evaluation mode only
     con.register("t", data if data is not None else people(n, seed), private={**DOMAINS, "city": ["Lyon", "Nice"]},
                  public=["region"], budget=1000.0, delta=delta, rounds=rounds)
     return con
@@ -186,9 +186,10 @@ def test_a_round_that_reaches_users_twice_is_stopped(monkeypatch):
     from ldpql.mechanisms import quantile as q
     con = connect(2000)
     monkeypatch.setattr(q, "edges", lambda start, counts, n: [(0.0, 0.6)] + [(0.4, 1.0)] * (len(counts) - 1))
-    with pytest.raises(InternalError, match="past the planned"):
+    with pytest.raises(ExecuteError, match="charge on touch") as info:
         con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 1 OPTIONS (mechanism = 'naive_nbs')")
-    assert con.remaining_budget("t") == 1000.0  # refunded: nothing was released
+    assert info.value.__context__ is None and info.value.__cause__ is None  # nothing that could quote data
+    assert con.remaining_budget("t") == 999.0  # kept: the first rounds had read private data
 
 
 # ---- intervals ---------------------------------------------------------------------------------------------------

@@ -89,10 +89,10 @@ def test_group_by_charges_each_user_once(people):
 
 def test_spend_belongs_to_the_data_not_the_declaration(tmp_path, people_parquet):
     path = str(tmp_path / "budget.ldpql")
-    with ldpql.connect(ledger=path, seed=1) as a:
+    with ldpql.connect(ledger=path, seed=1, evaluation=True) as a:
         declare_people(a, people_parquet)
         a.sql("SELECT LDP_MEAN(income) FROM people EPSILON 3")
-    with ldpql.connect(ledger=path, seed=2) as b:
+    with ldpql.connect(ledger=path, seed=2, evaluation=True) as b:
         declare_people(b, people_parquet, name="other_name")
         assert b.remaining_budget("other_name") == pytest.approx(1.0)
         b.sql("DROP TABLE other_name")
@@ -108,7 +108,8 @@ def test_redeclaring_a_larger_budget_is_refused_and_alter_is_logged(tmp_path, pe
         with pytest.raises(ldpql.CatalogError) as info:
             declare_people(b, people_parquet, budget=5)
         assert "ALTER TABLE" in info.value.hint
-        assert b.tables() == []
+        assert b.tables() == ["people"]   # the owner's declaration, loaded from the ledger, is unchanged
+        assert b.catalog.get("people").budget_epsilon == 2
         declare_people(b, people_parquet, budget=2)
         b.sql("ALTER TABLE people SET BUDGET EPSILON 5")
         assert b.remaining_budget("people") == pytest.approx(5.0)
@@ -178,12 +179,11 @@ def test_processes_racing_on_one_ledger_never_overspend(tmp_path, people_parquet
 
 def test_delta_composes_and_is_refused_past_the_budget():
     led = Ledger()
-    led.declare("src", "t", 10.0, 1e-6, "CREATE ...")
-    always_zero = lambda charges, predicate: sum(e for _, e in charges)  # noqa: E731  (every user covered)
-    led.reserve("src", "t", "q1", None, 1.0, always_zero, delta=6e-7)
+    led.declare("src", ["src"], "t", 10.0, 1e-6, "CREATE ...")
+    led.reserve("src", "t", "q1", None, 1.0, delta=6e-7)
     assert led.remaining_delta("src") == pytest.approx(4e-7)
     with pytest.raises(ldpql.BudgetExceededError, match="needs δ = 6e-07 of `t`, but only δ = 4e-07 remains"):
-        led.reserve("src", "t", "q2", None, 1.0, always_zero, delta=6e-7)
+        led.reserve("src", "t", "q2", None, 1.0, delta=6e-7)
     assert [c.statement for c in led.charges("src") if c.kind == "query"] == ["q1"]
 
 

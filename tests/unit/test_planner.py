@@ -50,7 +50,7 @@ def test_plan_is_identical_for_tables_that_differ_in_one_private_value():
         data = income.copy()
         if change:
             data[17] = 249_999.0
-        con = ldpql.connect(seed=3)
+        con = ldpql.connect(seed=3, evaluation=True)
         con.register("t", pa.table({"income": data, "city": rng.choice(["Lyon", "Nice"], 5000)}),
                      private={"income": (0, 250000), "city": ["Lyon", "Nice"]}, budget=4)
         plans.append(con.explain("SELECT LDP_MEAN(income), LDP_HISTOGRAM(city), LDP_SUM(income) FROM t EPSILON 1"))
