@@ -3,7 +3,12 @@
 Domains are declared, never read from the data (DESIGN 2.1). The catalog turns a declared domain into the
 DuckDB expression every user applies locally before randomizing: clamping to the range, mapping unknown
 categories to OTHER, replacing NULL/NaN with the declared default. These are deterministic local maps, so
-they cost no privacy, and the data treatment is the same whatever the data holds.
+they cost no privacy, and the data treatment is the same whatever the data holds. Every such expression is
+total (it never raises on a value), and a domain that does not fit its column's type is refused at declaration.
+
+A declaration is bound to the data it describes (:func:`declaration`, :func:`check_tightens`): declaring the
+same data again may keep or tighten it, never loosen it; loosening is the owner's ALTER (:func:`apply_alter`).
+Which data a source reads is :mod:`ldpql.sources`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import duckdb
 from ldpql.errors import CatalogError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name, quote_string
-from ldpql.sources import SourceIdentity, identify  # noqa: F401  (identify is re-exported for callers)
+from ldpql.sources import SourceIdentity, identify
 
 OTHER = "OTHER"
 INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",

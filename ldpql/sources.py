@@ -45,7 +45,8 @@ class SourceIdentity:
         keys: every base relation read, under all its names: ``path:<realpath>`` and ``inode:<dev>:<ino>`` per
             file; ``duckdb:<realpath of the database or :memory:>:<schema>.<table>`` (and
             ``duckdb-inode:<dev>:<ino>:<schema>.<table>`` for a database file) per stored table;
-            ``frame:<blake2b of the content>`` per registered frame. Two sources that share a key read shared rows.
+            ``frame:<blake2b of the content>`` per registered frame; ``inline:<blake2b of the text>`` for a query
+            (or view) whose rows are typed into it (VALUES). Two sources that share a key read shared rows.
         fingerprint: changes when the data change (file sizes and mtimes, table row counts, frame content).
         stable_rows: True when a row's position identifies its user while the fingerprint holds (files, globs,
             frames, stored tables); False for views and queries, which DuckDB may reorder.
@@ -208,8 +209,14 @@ def _query(sql: str, duck, reads: _Reads, defaults: tuple[str, str], depth: int)
     if tree.get("error"):
         raise _opaque(f"DuckDB cannot analyse the query ({tree.get('error_message', 'unknown error')})",
                       "write a single SELECT over tables and files")
+    before = set(reads.keys)
     for ref, ctes in _table_refs(tree["statements"], frozenset()):
         _table_ref(ref, ctes, duck, reads, defaults, depth)
+    if reads.keys == before or '"EXPRESSION_LIST"' in json.dumps(tree):
+        # rows typed into the query itself (VALUES, constants): the text is their only name
+        text = " ".join(sql.split())
+        reads.keys.add("inline:" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
+        reads.prints.append(f"inline {text}")
 
 
 def _table_refs(node: Any, ctes: frozenset[str]) -> Iterator[tuple[dict, frozenset[str]]]:

@@ -134,3 +134,29 @@ def test_a_registered_frame_named_as_a_table_is_refused(duck):
     duck.register("frame_view", pa.table({"a": [1]}))
     with pytest.raises(ldpql.CatalogError, match="cannot tell which data"):
         ident(duck, "table", "frame_view")
+
+
+def test_declared_tables_carry_the_identity_of_their_data(data, duck):
+    """Through the catalog: the same rows declared under five spellings share a ledger key (each used to get its
+    own source id, hence a fresh budget); other rows do not."""
+    from ldpql import catalog as cat
+    from ldpql.grammar import parse_one
+
+    path = data / "people.csv"
+    os.symlink(path, data / "link.csv")
+    sources = [f"'{path}'", f"'{data / 'link.csv'}'", f"'/{path}'", f"'{data / 'peo*.csv'}'",
+               f"(SELECT * FROM '{path}')", "over_file"]
+    tables = [cat.build_table(parse_one(f"CREATE TABLE t FROM {s} (x PRIVATE BETWEEN 0 AND 1)"), duck) for s in sources]
+    first = tables[0].identity
+    assert all(t.identity.overlaps(first) for t in tables)
+    other = cat.build_table(parse_one(f"CREATE TABLE t FROM '{data / 'other.csv'}'"), duck)
+    assert not other.identity.overlaps(first)
+
+
+def test_rows_typed_into_a_query_are_named_by_its_text(duck):
+    a = ident(duck, "query", "(SELECT * FROM (VALUES (1, 0.5), (2, 0.7)) t(id, x))")
+    b = ident(duck, "query", "(SELECT *   FROM (VALUES (1, 0.5), (2, 0.7)) t(id, x))")
+    c = ident(duck, "query", "(SELECT * FROM (VALUES (1, 0.5), (2, 0.9)) t(id, x))")
+    assert a.keys and a.keys == b.keys and not a.overlaps(c)
+    mixed = ident(duck, "query", "(SELECT * FROM stored UNION ALL SELECT * FROM (VALUES (9, 0.1)) v(id, x))")
+    assert "duckdb::memory::main.stored" in mixed.keys and len(mixed.keys) == 2
