@@ -3,29 +3,80 @@
 Domains are declared, never read from the data (DESIGN 2.1). The catalog turns a declared domain into the
 DuckDB expression every user applies locally before randomizing: clamping to the range, mapping unknown
 categories to OTHER, replacing NULL/NaN with the declared default. These are deterministic local maps, so
-they cost no privacy, and the data treatment is the same whatever the data holds.
+they cost no privacy, and the data treatment is the same whatever the data holds. Every such expression is
+total (it never raises on a value), and a domain that does not fit its column's type is refused at declaration.
+
+A declaration is bound to the data it describes (:func:`declaration`, :func:`check_tightens`): declaring the
+same data again may keep or tighten it, never loosen it; loosening is the owner's ALTER (:func:`apply_alter`).
+Which data a source reads is :mod:`ldpql.sources`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 
 from ldpql.errors import CatalogError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name, quote_string
+from ldpql.sources import SourceIdentity, identify
 
 OTHER = "OTHER"
-NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                 "UBIGINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL")
+INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                 "UBIGINT", "UHUGEINT")
+NUMERIC_TYPES = INTEGER_TYPES + ("FLOAT", "DOUBLE", "REAL", "DECIMAL")
+STRING_TYPES = ("VARCHAR", "STRING", "TEXT", "ENUM")
+
+
+def type_kind(dtype: str) -> str:
+    """What a DuckDB column type holds: 'integer', 'numeric' (other numbers), 'string', 'boolean', 'temporal'
+    or 'other' (lists, structs, blobs, ...). Read from the declared schema, never from values.
+
+    >>> type_kind("DECIMAL(18,3)"), type_kind("VARCHAR[]"), type_kind("TIMESTAMP WITH TIME ZONE")
+    ('numeric', 'other', 'temporal')
+    """
+    base = dtype.split("(")[0].strip().upper()
+    if base in INTEGER_TYPES:
+        return "integer"
+    if base in NUMERIC_TYPES:
+        return "numeric"
+    if base in STRING_TYPES:
+        return "string"
+    if base in ("BOOLEAN", "BOOL"):
+        return "boolean"
+    if base.split(" ")[0].split("_")[0] in ("DATE", "TIME", "TIMESTAMP", "TIMETZ", "TIMESTAMPTZ", "INTERVAL"):
+        return "temporal"
+    return "other"
+
+
+def is_number(v: Any) -> bool:
+    """A finite int or float (a bool is not a number here)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _sql_literal(v: Any) -> str:
     return quote_string(v) if isinstance(v, str) else repr(v)
 
+
+def _canon(v: float) -> str:
+    """A number as written in a canonical declaration: 60 for 60.0, else the shortest exact repr."""
+    return repr(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def _double(v: float) -> str:
+    return f"CAST({float(v)!r} AS DOUBLE)"
+
+
+# Every encoding below is total: whatever a row holds (a string where a number was expected, NULL, NaN, ±inf,
+# a value far outside the domain), it yields an index or value inside the declared domain and never raises.
+# An error raised while rows are encoded would depend on a private value (DESIGN 4.5), so conversions are
+# TRY_CAST (a failed conversion is NULL, which takes the documented NULL treatment) and indices are clamped
+# in the SQL itself rather than trusted to follow from the declaration.
 
 @dataclass(frozen=True)
 class NumericDomain:
@@ -48,16 +99,26 @@ class NumericDomain:
         return int(self.high - self.low) + 1 if self.integer else None
 
     def clamped_sql(self, col: str) -> str:
-        """DuckDB expression: the value each user randomizes, clamped to [low, high]."""
-        x = f"CAST({quote_name(col)} AS DOUBLE)"
+        """DuckDB expression: the value each user randomizes, clamped to [low, high]; never raises."""
+        x = f"TRY_CAST({quote_name(col)} AS DOUBLE)"
         v = f"CASE WHEN {x} IS NULL OR isnan({x}) THEN {self.null_value!r} ELSE {x} END"
         if self.integer:
             v = f"round({v})"
         return f"least(greatest({v}, {self.low!r}), {self.high!r})"
 
+    def index_sql(self, col: str) -> str:
+        """DuckDB expression: the 0-based value index of an INTEGER domain (low -> 0), clamped to [0, size)."""
+        return f"least(greatest(CAST({self.clamped_sql(col)} - ({self.low!r}) AS BIGINT), 0), {self.size - 1})"
+
     def describe(self) -> str:
         kind = "INTEGER " if self.integer else ""
         return f"{kind}BETWEEN {self.low:g} AND {self.high:g}; NULL -> {self.null_value:g}; clamped"
+
+    def canonical(self) -> str:
+        """The domain as one exact, comparable declaration (what the ledger binds): its effective NULL value is
+        always written, so ``BETWEEN 0 AND 10`` and ``BETWEEN 0 AND 10 DEFAULT 5`` are the same domain."""
+        kind = "INTEGER " if self.integer else ""
+        return f"{kind}BETWEEN {_canon(self.low)} AND {_canon(self.high)} DEFAULT {_canon(self.null_value)}"
 
 
 @dataclass(frozen=True)
@@ -76,30 +137,53 @@ class CategoricalDomain:
     def size(self) -> int:
         return len(self.values) + 1
 
+    @property
+    def strings(self) -> bool:
+        """True for string categories, False for numbers."""
+        return isinstance(self.values[0], str)
+
     def index_sql(self, col: str) -> str:
-        """DuckDB expression: the 0-based category index of each row (OTHER = d - 1)."""
-        items = ", ".join(_sql_literal(v) for v in self.values)
-        x = quote_name(col) if self.default is None else f"coalesce({quote_name(col)}, {_sql_literal(self.default)})"
-        return f"coalesce(list_position([{items}], {x}), {self.size}) - 1"
+        """DuckDB expression: the 0-based category index of each row (OTHER = d - 1); never raises."""
+        if self.strings:
+            items, x = ", ".join(map(_sql_literal, self.values)), f"TRY_CAST({quote_name(col)} AS VARCHAR)"
+        else:
+            items, x = ", ".join(map(_double, self.values)), f"TRY_CAST({quote_name(col)} AS DOUBLE)"
+        if self.default is not None:
+            x = f"coalesce({x}, {_sql_literal(self.default) if self.strings else _double(self.default)})"
+        return f"least(greatest(coalesce(list_position([{items}], {x}), {self.size}) - 1, 0), {self.size - 1})"
 
     def describe(self) -> str:
         shown = ", ".join(map(str, self.values[:6])) + (", ..." if len(self.values) > 6 else "")
         return f"IN ({shown}) + OTHER; {self.size} categories"
 
+    def canonical(self) -> str:
+        """The domain as one exact, comparable declaration; a DEFAULT outside the categories is OTHER, as none."""
+        values = ", ".join(_sql_literal(v) if self.strings else _canon(v) for v in self.values)
+        default = self.default if self.default in self.values else None
+        shown = "" if default is None else f" DEFAULT {_sql_literal(default) if self.strings else _canon(default)}"
+        return f"IN ({values}){shown}"
+
 
 @dataclass(frozen=True)
 class BooleanDomain:
-    """``BOOLEAN``: true/false; NULL is false unless a DEFAULT says otherwise."""
+    """``BOOLEAN``: true/false (on an integer column, any non-zero value is true); NULL is false unless a
+    DEFAULT says otherwise."""
 
     default: bool = False
 
     size = 2
 
     def index_sql(self, col: str) -> str:
-        return f"CASE WHEN coalesce(CAST({quote_name(col)} AS BOOLEAN), {str(self.default).upper()}) THEN 1 ELSE 0 END"
+        """DuckDB expression: 1 for true, 0 for false; never raises."""
+        return (f"CASE WHEN coalesce(TRY_CAST({quote_name(col)} AS BOOLEAN), {str(self.default).upper()}) "
+                f"THEN 1 ELSE 0 END")
 
     def describe(self) -> str:
         return f"BOOLEAN; NULL -> {str(self.default).upper()}"
+
+    def canonical(self) -> str:
+        """The domain as one exact, comparable declaration."""
+        return f"BOOLEAN DEFAULT {str(self.default).upper()}"
 
 
 Domain = NumericDomain | CategoricalDomain | BooleanDomain
@@ -129,7 +213,12 @@ class Table:
     budget_epsilon: float = 1.0
     budget_delta: float = 0.0
     rounds: int | None = None
-    identity: "SourceIdentity | None" = None
+    identity: SourceIdentity | None = None   # what the source reads (ldpql.sources); None in hand-built tests
+
+    @property
+    def ledger_key(self) -> str:
+        """The source's id in the ledger: what it reads (never shown to an analyst), else its spelling."""
+        return self.identity.ledger_id() if self.identity is not None else self.source_id
 
     def column(self, name: str, pos: ast.Pos | None = None, text: str | None = None) -> Column:
         """The column named ``name`` (case-insensitive), or a CatalogError with a suggestion."""
@@ -144,36 +233,76 @@ class Table:
         raise err
 
 
-def _domain(cdef: ast.ColumnDef, dtype: str, table: str) -> Domain | None:
+def _domain(cdef: ast.ColumnDef, dtype: str, table: str, text: str = "") -> Domain | None:
+    """The catalog domain of a column declaration, checked against the column's DuckDB type (public), so that
+    its encoding fits every value the column can hold."""
     d, default = cdef.domain, cdef.default.value if cdef.default is not None else None
     where = f"column `{cdef.name}` of `{table}`"
-    base = dtype.split("(")[0].upper()
-    if isinstance(d, ast.RangeDomain):
-        if base not in NUMERIC_TYPES:
-            raise CatalogError(f"{where} is {dtype}, but BETWEEN declares a numeric range",
-                               hint="declare categories with IN (...), or cast the column in a FROM (SELECT ...) query")
-        if not d.low < d.high:
-            raise CatalogError(f"{where}: the range BETWEEN {d.low:g} AND {d.high:g} is empty",
-                               hint="write the lower bound first")
-        if default is not None and not isinstance(default, (int, float)):
-            raise CatalogError(f"{where}: DEFAULT must be a number")
-        return NumericDomain(float(d.low), float(d.high), d.integer, default)
-    if isinstance(d, ast.SetDomain):
-        values = tuple(v.value for v in d.values)
-        if len(set(values)) != len(values):
-            raise CatalogError(f"{where}: a category is listed twice in IN (...)")
-        strings = all(isinstance(v, str) for v in values)
-        if not strings and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            raise CatalogError(f"{where}: categories must be all strings or all numbers")
-        if strings != (base in ("VARCHAR", "STRING", "TEXT", "ENUM")):
-            raise CatalogError(f"{where} is {dtype}, but its categories are {'strings' if strings else 'numbers'}",
-                               hint="write the categories with the column's type")
-        if OTHER in values:
-            raise CatalogError(f"{where}: `{OTHER}` is the bucket for undeclared values and cannot be declared")
-        return CategoricalDomain(values, default)
-    if isinstance(d, ast.BooleanDomain):
-        return BooleanDomain(bool(default) if default is not None else False)
-    return None
+    try:
+        if isinstance(d, ast.RangeDomain):
+            return _range_domain(d, default, dtype, where)
+        if isinstance(d, ast.SetDomain):
+            return _set_domain(d, default, dtype, where)
+        if isinstance(d, ast.BooleanDomain):
+            return _boolean_domain(default, dtype, where)
+        if cdef.default is not None:
+            raise CatalogError(f"{where} has a DEFAULT but no domain",
+                               hint="declare a domain first, e.g. PRIVATE BETWEEN 0 AND 100 DEFAULT 50")
+        return None
+    except CatalogError as e:
+        pos = (d.pos if d is not None else cdef.pos)
+        raise e.with_position(text, pos.line or None, pos.column or None) from None
+
+
+def _range_domain(d: ast.RangeDomain, default: Any, dtype: str, where: str) -> NumericDomain:
+    if type_kind(dtype) not in ("integer", "numeric"):
+        raise CatalogError(f"{where} is {dtype}, but BETWEEN declares a numeric range",
+                           hint="declare categories with IN (...), or cast the column in a FROM (SELECT ...) query")
+    if not (is_number(d.low) and is_number(d.high)):
+        raise CatalogError(f"{where}: the bounds of BETWEEN must be finite numbers", hint="for example BETWEEN 0 AND 1e6")
+    if not d.low < d.high:
+        raise CatalogError(f"{where}: the range BETWEEN {d.low:g} AND {d.high:g} is empty",
+                           hint="write the lower bound first")
+    if d.integer and not (float(d.low).is_integer() and float(d.high).is_integer()):
+        # a fractional bound makes the last value index fall outside the domain for exactly the values beyond it
+        raise CatalogError(f"{where}: an INTEGER domain needs whole-number bounds, not {d.low:g} and {d.high:g}",
+                           hint=f"write INTEGER BETWEEN {math.ceil(d.low)} AND {math.floor(d.high)}, "
+                                "or drop INTEGER for a continuous range")
+    if default is not None and not is_number(default):
+        raise CatalogError(f"{where}: DEFAULT must be a number", hint="the value a NULL stands for, e.g. DEFAULT 0")
+    return NumericDomain(float(d.low), float(d.high), d.integer, default)
+
+
+def _set_domain(d: ast.SetDomain, default: Any, dtype: str, where: str) -> CategoricalDomain:
+    values = tuple(v.value for v in d.values)
+    if len(set(values)) != len(values):
+        raise CatalogError(f"{where}: a category is listed twice in IN (...)")
+    strings = all(isinstance(v, str) for v in values)
+    if not strings and not all(is_number(v) for v in values):
+        raise CatalogError(f"{where}: categories must be all strings or all numbers",
+                           hint="for example IN ('Lyon', 'Nice') or IN (1, 2, 3)")
+    kinds = ("string",) if strings else ("integer", "numeric")
+    if type_kind(dtype) not in kinds:
+        raise CatalogError(f"{where} is {dtype}, but its categories are {'strings' if strings else 'numbers'}",
+                           hint="write the categories with the column's type, or cast the column in a "
+                                "FROM (SELECT ...) query")
+    if OTHER in values:
+        raise CatalogError(f"{where}: `{OTHER}` is the bucket for undeclared values and cannot be declared")
+    if default is not None and not (isinstance(default, str) if strings else is_number(default)):
+        raise CatalogError(f"{where}: DEFAULT must be a {'string' if strings else 'number'} like the categories")
+    return CategoricalDomain(values, default)
+
+
+def _boolean_domain(default: Any, dtype: str, where: str) -> BooleanDomain:
+    # integer columns are accepted as 0/1 flags (any non-zero value is true, as DuckDB casts them); text such as
+    # 'yes' is not: which strings mean true is a choice the owner makes in a FROM (SELECT ...) query
+    if type_kind(dtype) not in ("boolean", "integer"):
+        raise CatalogError(f"{where} is {dtype}, but BOOLEAN declares a true/false column",
+                           hint="BOOLEAN takes BOOLEAN or integer (0/1) columns; map other values in a "
+                                "FROM (SELECT ..., flag = 'yes' AS flag ...) query, or declare IN (...)")
+    if default is not None and not isinstance(default, bool):
+        raise CatalogError(f"{where}: DEFAULT of a BOOLEAN column must be TRUE or FALSE")
+    return BooleanDomain(bool(default) if default is not None else False)
 
 
 class Catalog:
@@ -230,11 +359,14 @@ def source_sql(src: ast.Source) -> tuple[str, str]:
 
 
 def build_table(stmt: ast.CreateTable, duck: duckdb.DuckDBPyConnection, text: str = "") -> Table:
-    """Check a CREATE TABLE against DuckDB's schema of the source and return the Table. Reads no values,
-    except the privacy-unit column (an identifier, not private) to refuse duplicated units."""
+    """Check a CREATE TABLE against DuckDB's schema of the source and return the Table, with the identity of
+    the data it reads (:func:`ldpql.sources.identify`). Reads no private value: only the schema, file
+    metadata, row counts and the privacy-unit column (an identifier, public) to refuse duplicated units."""
     from_sql, source_id = source_sql(stmt.source)
     schema = describe_source(from_sql, stmt.source, duck)
-    return make_table(stmt.name, stmt.source.kind, stmt.source.text, from_sql, source_id, schema, stmt, duck, text)
+    identity = identify(stmt.source, from_sql, duck)
+    return make_table(stmt.name, stmt.source.kind, stmt.source.text, from_sql, source_id, schema, stmt, duck, text,
+                      identity=identity)
 
 
 def describe_source(from_sql: str, src: ast.Source | None, duck: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -253,34 +385,64 @@ def describe_source(from_sql: str, src: ast.Source | None, duck: duckdb.DuckDBPy
 
 
 def make_table(name: str, kind: str, source_text: str, from_sql: str, source_id: str, schema: dict[str, str],
-               stmt: ast.CreateTable, duck: duckdb.DuckDBPyConnection, text: str = "") -> Table:
-    """Combine a source's schema with the declarations of ``stmt`` into a Table, checking each one."""
+               stmt: ast.CreateTable, duck: duckdb.DuckDBPyConnection, text: str = "", *,
+               identity: SourceIdentity | None = None) -> Table:
+    """Combine a source's schema with the declarations of ``stmt`` into a Table, checking each one.
+    ``identity`` (from :func:`ldpql.sources.identify`) is kept on the Table for the ledger."""
     columns = {c: Column(c, t) for c, t in schema.items()}
     lowered = {c.lower(): c for c in schema}
+    seen: set[str] = set()
     for cdef in stmt.columns:
-        real = lowered.get(cdef.name.lower())
-        if real is None:
-            raise CatalogError(f"column `{cdef.name}` is declared but the source has no such column",
-                               hint=did_you_mean(cdef.name, list(schema)) or f"columns are: {', '.join(schema)}"
-                               ).with_position(text, cdef.pos.line or None, cdef.pos.column or None, len(cdef.name))
+        real = _declared_column(cdef, lowered, seen, text)
         if cdef.public and cdef.domain is not None:
-            raise CatalogError(f"column `{cdef.name}` is PUBLIC; a domain is only declared for private columns")
-        columns[real] = Column(real, schema[real], cdef.public, _domain(cdef, schema[real], name))
-    unit = None
-    if stmt.privacy_unit:
-        unit = lowered.get(stmt.privacy_unit.lower())
-        if unit is None:
-            raise CatalogError(f"privacy unit column `{stmt.privacy_unit}` is not in the source",
-                               hint=did_you_mean(stmt.privacy_unit, list(schema)))
+            raise CatalogError(f"column `{cdef.name}` is PUBLIC; a domain is only declared for private columns",
+                               hint=f"write {quote_name(cdef.name)} PRIVATE {cdef.domain.sql()}, or drop the domain"
+                               ).with_position(text, cdef.pos.line or None, cdef.pos.column or None, len(cdef.name))
+        columns[real] = Column(real, schema[real], cdef.public, _domain(cdef, schema[real], name, text))
+    unit = _privacy_unit(stmt, lowered, name)
+    if unit is not None:
         columns[unit] = Column(unit, schema[unit], True, None)
-        _check_unique_units(from_sql, unit, duck)
+        check_unique_units(from_sql, unit, duck)
     eps = stmt.budget_epsilon if stmt.budget_epsilon is not None else 1.0
     delta = stmt.budget_delta or 0.0
     check_budget(eps, delta)
     if stmt.rounds is not None and stmt.rounds < 1:
         raise CatalogError("ROUNDS must be at least 1")
     return Table(name, kind, source_text, from_sql, source_id, columns, unit, float(eps), float(delta), stmt.rounds,
-                 SourceIdentity(frozenset([source_id]), "", kind in ("file", "frame", "table")))
+                 identity)
+
+
+def _declared_column(cdef: ast.ColumnDef, lowered: dict[str, str], seen: set[str], text: str) -> str:
+    """The source's spelling of a declared column; a column declared twice is refused (the second declaration
+    would silently replace the first, e.g. PRIVATE then PUBLIC)."""
+    real = lowered.get(cdef.name.lower())
+    if real is None:
+        raise CatalogError(f"column `{cdef.name}` is declared but the source has no such column",
+                           hint=did_you_mean(cdef.name, list(lowered.values())) or
+                           f"columns are: {', '.join(lowered.values())}"
+                           ).with_position(text, cdef.pos.line or None, cdef.pos.column or None, len(cdef.name))
+    if real.lower() in seen:
+        raise CatalogError(f"column `{cdef.name}` is declared twice", hint="declare each column once"
+                           ).with_position(text, cdef.pos.line or None, cdef.pos.column or None, len(cdef.name))
+    seen.add(real.lower())
+    return real
+
+
+def _privacy_unit(stmt: ast.CreateTable, lowered: dict[str, str], table: str) -> str | None:
+    """The privacy-unit column: a public identifier. Naming a column the statement declares private (or gives a
+    domain) is refused, since making it the unit would make it public; an undeclared one becomes public."""
+    if not stmt.privacy_unit:
+        return None
+    unit = lowered.get(stmt.privacy_unit.lower())
+    if unit is None:
+        raise CatalogError(f"privacy unit column `{stmt.privacy_unit}` is not in the source",
+                           hint=did_you_mean(stmt.privacy_unit, list(lowered.values())))
+    cdef = next((c for c in stmt.columns if c.name.lower() == unit.lower()), None)
+    if cdef is not None and not cdef.public:
+        raise CatalogError(f"the privacy unit `{unit}` of `{table}` is declared private; the unit identifies users "
+                           "and is public", hint=f"declare {quote_name(unit)} PUBLIC, or name another column as the "
+                           "PRIVACY UNIT")
+    return unit
 
 
 def check_budget(eps: float, delta: float) -> None:
@@ -291,33 +453,122 @@ def check_budget(eps: float, delta: float) -> None:
         raise CatalogError(f"BUDGET DELTA must be in [0, 1), but is {delta:g}")
 
 
-def _check_unique_units(from_sql: str, unit: str, duck: duckdb.DuckDBPyConnection) -> None:
-    dup = duck.execute(f"SELECT count(*) FROM (SELECT {quote_name(unit)} FROM {from_sql} "
-                       f"GROUP BY ALL HAVING count(*) > 1)").fetchall()[0][0]
+def check_unique_units(from_sql: str, unit: str, duck: duckdb.DuckDBPyConnection) -> None:
+    """Refuse a privacy-unit column whose value repeats on several rows. The message says only that some unit
+    repeats, never how many (a number computed from the data)."""
+    dup = duck.execute(f"SELECT EXISTS (SELECT 1 FROM {from_sql} GROUP BY {quote_name(unit)} "
+                       f"HAVING count(*) > 1)").fetchall()[0][0]
     if dup:
-        raise CatalogError(f"{dup} privacy unit(s) of `{unit}` appear on more than one row; each unit must be one user",
-                           hint=f"pre-aggregate each unit's rows first: FROM (SELECT {unit}, avg(x) AS x "
-                                f"FROM ... GROUP BY {unit})")
+        raise CatalogError(f"some privacy units of `{unit}` appear on more than one row; each unit must be one user",
+                           hint=f"pre-aggregate each unit's rows first: FROM (SELECT {quote_name(unit)}, avg(x) AS x "
+                                f"FROM ... GROUP BY {quote_name(unit)})")
 
 
-# ---- TEMPORARY stand-ins until the catalog branch lands --------------------------------------------------------
-@dataclass(frozen=True)
-class SourceIdentity:
-    keys: frozenset
-    fingerprint: str
-    stable_rows: bool
-
+# ---- declarations bound to the data ------------------------------------------------------------------------
+# The ledger keeps, per source, what was declared about it. A later declaration of the same data may keep or
+# tighten it, never loosen it: otherwise declaring the file again with `income PUBLIC` would release income
+# without noise. Loosening is the owner's explicit, logged act: ALTER TABLE ... SET COLUMN / SET PRIVACY UNIT.
 
 def declaration(table: Table) -> dict:
-    return {"columns": {c.name: {"public": c.public, "domain": repr(c.domain)} for c in table.columns.values()},
-            "unit": table.privacy_unit}
+    """What ``table`` declares about its data, JSON-able, for the ledger to hold and :func:`check_tightens`.
+
+    >>> t = Table("t", "file", "t.csv", "'t.csv'", "file:t.csv",
+    ...           {"age": Column("age", "BIGINT", False, NumericDomain(0, 120, True))})
+    >>> declaration(t)["columns"]
+    {'age': {'public': False, 'domain': 'INTEGER BETWEEN 0 AND 120 DEFAULT 60'}}
+    """
+    return {"columns": {c.name: {"public": c.public, "domain": c.domain.canonical() if c.domain else None}
+                        for c in table.columns.values()},
+            "unit": table.privacy_unit,
+            "source": {"kind": table.source_kind, "text": table.source_text}}
 
 
 def check_tightens(held: dict, new: dict, table: str) -> None:
-    for name, col in held["columns"].items():
-        if not col["public"] and new["columns"].get(name, {}).get("public"):
-            raise CatalogError(f"`{name}` is private in the declaration bound to this data")
+    """Refuse (CatalogError) a declaration ``new`` that loosens the declaration ``held`` of the same data.
+
+    Allowed: a public column becoming private; a domain added to a private column that had none, or left out
+    (the column is then unusable). Refused: a private column becoming public; a declared domain changing; the
+    privacy unit changing
+    (added, removed or renamed). The hint names the owner-only ALTER that does it on purpose.
+    """
+    problems = list(_loosenings(held, new, table))
+    if problems:
+        message, hint = problems[0]
+        raise CatalogError(message, hint=hint, context={"loosenings": [m for m, _ in problems]})
 
 
-def fingerprint(table: Table, duck) -> str:
-    return ""
+def _loosenings(held: dict, new: dict, table: str) -> Iterator[tuple[str, str]]:
+    now = {name.lower(): spec for name, spec in new.get("columns", {}).items()}
+    for name, before in held.get("columns", {}).items():
+        after = now.get(name.lower())
+        if after is None:
+            continue   # the source no longer has the column: nothing about it can be released
+        col, alter = quote_name(name), f"ALTER TABLE {quote_name(table)} SET COLUMN {quote_name(name)}"
+        if not before["public"] and after["public"]:
+            yield (f"`{name}` is declared private for this data, and declaring `{table}` again cannot make it public",
+                   f"declare it {col} PRIVATE{_domain_text(before)} as before; to publish it on purpose, the data "
+                   f"owner runs {alter} PUBLIC (logged)")
+        elif None not in (before["domain"], after["domain"]) and after["domain"] != before["domain"]:
+            now_text = after["domain"]   # leaving a domain out only makes the column unusable: allowed
+            yield (f"the domain of `{name}` is declared {before['domain']} for this data; declaring `{table}` "
+                   f"again cannot change it to {now_text}",
+                   f"declare {col} PRIVATE {before['domain']} as before; to change it on purpose, the data owner "
+                   f"runs {alter} PRIVATE <domain> (logged)")
+    yield from _unit_loosening(held.get("unit"), new.get("unit"), table)
+
+
+def _domain_text(spec: dict) -> str:
+    return f" {spec['domain']}" if spec.get("domain") else ""
+
+
+def _unit_loosening(before: str | None, after: str | None, table: str) -> Iterator[tuple[str, str]]:
+    if (before or "").lower() == (after or "").lower():
+        return
+    alter = f"ALTER TABLE {quote_name(table)} SET PRIVACY UNIT {quote_name(after or before)}"
+    if before is None:
+        yield (f"this data is declared with one user per row; declaring `{table}` again cannot add PRIVACY UNIT "
+               f"{after}", f"declare it without PRIVACY UNIT as before; to change it on purpose, the data owner "
+                           f"runs {alter} (logged)")
+    elif after is None:
+        yield (f"this data is declared with PRIVACY UNIT {before}; declaring `{table}` again cannot drop it",
+               f"declare it with PRIVACY UNIT {quote_name(before)} as before")
+    else:
+        yield (f"this data is declared with PRIVACY UNIT {before}; declaring `{table}` again cannot change it "
+               f"to {after}", f"declare it with PRIVACY UNIT {quote_name(before)} as before; to change it on "
+                              f"purpose, the data owner runs {alter} (logged)")
+
+
+def apply_alter(table: Table, stmt: ast.AlterColumn | ast.AlterUnit, text: str = "",
+                duck: duckdb.DuckDBPyConnection | None = None) -> Table:
+    """The table as the owner's ``ALTER TABLE t SET COLUMN ...`` or ``SET PRIVACY UNIT u`` leaves it, checked
+    like a declaration. Returns a new Table; ``table`` is unchanged. With ``duck``, a new privacy unit is also
+    checked for duplicates (one row per unit)."""
+    if isinstance(stmt, ast.AlterUnit):
+        return _alter_unit(table, stmt, text, duck)
+    cdef = stmt.column
+    col = table.column(cdef.name, cdef.pos, text)
+    where = (text, cdef.pos.line or None, cdef.pos.column or None, len(cdef.name))
+    if not cdef.public and table.privacy_unit and col.name.lower() == table.privacy_unit.lower():
+        raise CatalogError(f"`{col.name}` is the privacy unit of `{table.name}`, which identifies users and stays "
+                           "public", hint=f"name another unit first: ALTER TABLE {quote_name(table.name)} SET "
+                                          "PRIVACY UNIT <column>").with_position(*where)
+    if cdef.public and cdef.domain is not None:
+        raise CatalogError(f"column `{col.name}` is made PUBLIC; a domain is only declared for private columns",
+                           hint=f"write ALTER TABLE {quote_name(table.name)} SET COLUMN {quote_name(col.name)} "
+                                "PUBLIC").with_position(*where)
+    domain = _domain(dataclasses.replace(cdef, name=col.name), col.dtype, table.name, text)
+    columns = {**table.columns, col.name: Column(col.name, col.dtype, cdef.public, domain)}
+    return dataclasses.replace(table, columns=columns)
+
+
+def _alter_unit(table: Table, stmt: ast.AlterUnit, text: str, duck: duckdb.DuckDBPyConnection | None) -> Table:
+    col = table.column(stmt.unit, stmt.unit_pos, text)
+    if not col.public:
+        # the unit is public: making a private column the unit would publish it; that is a separate, explicit act
+        raise CatalogError(f"`{col.name}` is private; the privacy unit identifies users and must be public",
+                           hint=f"make it public first, on purpose: ALTER TABLE {quote_name(table.name)} SET COLUMN "
+                                f"{quote_name(col.name)} PUBLIC").with_position(
+            text, stmt.unit_pos.line or None, stmt.unit_pos.column or None, len(stmt.unit))
+    if duck is not None:
+        check_unique_units(table.from_sql, col.name, duck)
+    return dataclasses.replace(table, privacy_unit=col.name)

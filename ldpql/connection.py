@@ -21,7 +21,7 @@ import numpy as np
 
 from ldpql import catalog as cat
 from ldpql.errors import (CatalogError, Error, ExecuteError, InternalError, ParseError, PlanError, PrivacyError)
-from ldpql.executor import Cell, Executor, check_unique_units, covered_users, public_cells
+from ldpql.executor import Cell, Executor, covered_users, public_cells
 from ldpql.grammar import ast, parse
 from ldpql.ledger import Ledger
 from ldpql.planner import Plan, PublicFacts, check_option, check_public, plan
@@ -162,9 +162,10 @@ class Connection:
             tuple(ast.ColumnDef(c, True, True) for c in (public or []))
         stmt = ast.CreateTable(name, ast.Source("table", view), defs, privacy_unit, budget, delta or None, rounds)
         schema = cat.describe_source(ast.quote_name(view), None, self.duck)
+        identity = cat.identify(stmt.source, ast.quote_name(view), self.duck, frame=data, key=self.ledger.secret())
         table = cat.make_table(name, "frame", f"<{type(data).__name__}>", ast.quote_name(view), f"frame:{name}",
-                               schema, stmt, self.duck)
-        self._declare(table, stmt, f"register {name}")
+                               schema, stmt, self.duck, identity=identity)
+        self._declare(table, None, f"register {name}")
 
     def tables(self) -> list[str]:
         """The names of the declared tables."""
@@ -179,7 +180,7 @@ class Connection:
         """The ε that remains for the most-charged user of ``table``."""
         if not isinstance(table, str):
             raise CatalogError(f"remaining_budget() takes a table name, not {type(table).__name__}")
-        return max(_guard(self.ledger.remaining, self.catalog.get(table).source_id), 0.0)
+        return max(_guard(self.ledger.remaining, self.catalog.get(table).ledger_key), 0.0)
 
     def close(self) -> None:
         """Close DuckDB and the ledger."""
@@ -217,20 +218,22 @@ class Connection:
         return Result([], [], message=f"created table {table.name}: {len(table.columns)} columns ({private} private), "
                                       f"budget ε = {table.budget_epsilon:g} per user")
 
-    def _declare(self, table: cat.Table, stmt: ast.CreateTable, text: str) -> None:
-        """Bind a declaration to its source in the ledger: a later one may keep or tighten it, never loosen it."""
-        held = self.ledger.budget(table.source_id)
-        if stmt.budget_epsilon is None and held is not None:  # keep the ledger's budget when none is declared
+    def _declare(self, table: cat.Table, stmt: ast.CreateTable | None, text: str) -> None:
+        """Bind a declaration to its data in the ledger: a later one of the same (or overlapping) data may keep or
+        tighten it, never loosen it (that is an owner's ALTER, logged)."""
+        key = table.ledger_key
+        held = self.ledger.budget(key)
+        if (stmt is None or stmt.budget_epsilon is None) and held is not None:  # keep the ledger's budget
             table.budget_epsilon, table.budget_delta = held
         declaration = cat.declaration(table)
-        bound = self.ledger.held_declaration(table.source_id)
-        if bound is not None:
+        for bound in self.ledger.bound_declarations(table.identity.keys):
             cat.check_tightens(bound, declaration, table.name)
-        self.ledger.declare(table.source_id, sorted(table.identity.keys), table.name, table.budget_epsilon,
-                            table.budget_delta, text)
-        database = "frame" if table.source_kind == "frame" else (self.database if table.source_kind == "table"
-                                                                 else None)
-        self.ledger.save_table(table.name, table.source_id, text, bound or declaration, database)
+        with self.ledger.transaction():
+            self.ledger.declare(key, sorted(table.identity.keys), table.name, table.budget_epsilon,
+                                table.budget_delta, text)
+            self.ledger.bind(key, declaration)
+            self.ledger.save_table(table.name, key, create_statement(table) if stmt is not None else text,
+                                   self._database_of(table))
         self.catalog.add(table)
 
     def _select(self, stmt: ast.Select, text: str) -> Result:
@@ -241,13 +244,13 @@ class Connection:
             tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
             if p.n == 0 or math.isinf(p.epsilon):
                 if math.isinf(p.epsilon):
-                    self.ledger.log("evaluation", p.table.source_id, p.table.name, _span(text, stmt))
+                    self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
                 return self._execute(p, cells, ex, tasks, None, started)
-            charge = self.ledger.reserve(p.table.source_id, p.table.name, _span(text, stmt), users, p.epsilon,
+            charge = self.ledger.reserve(p.table.ledger_key, p.table.name, _span(text, stmt), users, p.epsilon,
                                          p.where_sql, p.n, p.epsilon0, p.shuffle_delta)
-            return self._run_charged(p, cells, ex, tasks, charge, started)
+            return self._run_charged(p, cells, ex, tasks, charge, users, started)
 
-    def _run_charged(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int,
+    def _run_charged(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int, users,
                      started: float) -> Result:
         """Charge on touch: refund only while no private value was read; from the first read on, any error, abort
         or Ctrl-C keeps the charge, and what is raised carries no text derived from the data."""
@@ -255,7 +258,7 @@ class Connection:
             result = self._execute(p, cells, ex, tasks, charge, started)
         except BaseException as e:
             if not ex.touched:
-                self.ledger.refund(charge)
+                self.ledger.refund(charge, users)
                 raise
             self.ledger.commit(charge)
             log.debug("statement failed after reading private data: %s", type(e).__name__)
@@ -291,22 +294,30 @@ class Connection:
         self._check_data(table)
         cells = public_cells(self.duck, table, where, group)
         users = covered_users(self.duck, table, where)
-        facts = PublicFacts(sum(c.n for c in cells), len(cells), self.ledger.remaining(table.source_id, users),
-                            self.ledger.remaining_delta(table.source_id))
+        facts = PublicFacts(sum(c.n for c in cells), len(cells), self.ledger.remaining(table.ledger_key, users),
+                            self.ledger.remaining_delta(table.ledger_key))
         return plan(stmt, table, facts, self.session, text, self.evaluation), cells, users
 
     def _check_data(self, table: cat.Table) -> None:
-        """Before each statement: units are still one row each, and a changed source is noted in the ledger."""
+        """Before each statement: units are still one row each, the source reads the same relations (a glob may
+        have matched a new file), and a change of the data is noted in the ledger."""
         if table.privacy_unit:
-            check_unique_units(self.duck, table)
-        fingerprint = cat.fingerprint(table, self.duck)
-        self.ledger.touch_data(table.source_id, table.name, fingerprint, by_position=not table.privacy_unit)
+            cat.check_unique_units(table.from_sql, table.privacy_unit, self.duck)
+        fingerprint = table.identity.fingerprint
+        if table.source_kind not in ("frame", "snapshot"):   # a frame was fingerprinted when registered
+            now = cat.identify(ast.Source(table.source_kind, table.source_text), table.from_sql, self.duck)
+            if now.keys != table.identity.keys:
+                raise CatalogError(f"`{table.name}` now reads other data than was declared (files added, removed "
+                                   "or replaced)", hint=f"the data owner declares it again: CREATE TABLE "
+                                                        f"{table.name} FROM ...")
+            fingerprint = now.fingerprint
+        self.ledger.touch_data(table.ledger_key, table.name, fingerprint, by_position=not table.privacy_unit)
 
     def _execute(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int | None,
                  started: float) -> Result:
         estimates = ex.finish(tasks, self._entropy(p, charge=charge)) if p.n else {}
         spent = 0.0 if (p.n == 0 or math.isinf(p.epsilon)) else p.epsilon
-        left = None if charge is None else max(self.ledger.remaining(p.table.source_id), 0.0)
+        left = None if charge is None else max(self.ledger.remaining(p.table.ledger_key), 0.0)
         result = select_result(p, cells, estimates, spent, left, time.monotonic() - started)
         result.footer += f"; ledger {self.ledger.path}"
         if self._seeded(p):
@@ -341,7 +352,7 @@ class Connection:
             raise PlanError("REPEAT must be at least 1")
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
             p, cells, _ = self._plan(stmt.select, text, table)
-            self.ledger.log("evaluation", p.table.source_id, p.table.name, _span(text, stmt))
+            self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
             ex = Executor(self.duck, self.progress)
             ex.cache = {}
             exact_plan = dataclasses.replace(p, aggregates=[dataclasses.replace(a, epsilon=math.inf, users=(0.0, 1.0))
@@ -370,14 +381,14 @@ class Connection:
         tables = [self.catalog.get(stmt.table, stmt.pos, text)] if stmt.table else list(self.catalog.tables.values())
         rows = []
         for t in tables:
-            budget = self.ledger.budget(t.source_id) or (t.budget_epsilon, t.budget_delta)
-            left = max(self.ledger.remaining(t.source_id), 0.0)
-            rows.append((t.name, budget[0], budget[0] - left, left, budget[1], self.ledger.statements(t.source_id)))
+            budget = self.ledger.budget(t.ledger_key) or (t.budget_epsilon, t.budget_delta)
+            left = max(self.ledger.remaining(t.ledger_key), 0.0)
+            rows.append((t.name, budget[0], budget[0] - left, left, budget[1], self.ledger.statements(t.ledger_key)))
         return Result(["table", "budget_epsilon", "spent_epsilon", "remaining_epsilon", "budget_delta", "statements"],
                       rows, notes=["spent = the most-charged user's total", f"ledger: {self.ledger.path}"])
 
     def _show_ledger(self, stmt: ast.ShowLedger, text: str) -> Result:
-        source = self.catalog.get(stmt.table, stmt.pos, text).source_id if stmt.table else None
+        source = self.catalog.get(stmt.table, stmt.pos, text).ledger_key if stmt.table else None
         rows = [(c.id, c.time, c.kind, c.table_name, c.statement, c.predicate or "all users", c.epsilon, c.epsilon0,
                  c.delta, c.status) for c in self.ledger.charges(source)]
         return Result(["id", "time", "kind", "table", "statement", "users", "epsilon", "epsilon0", "delta", "status"],
@@ -399,9 +410,32 @@ class Connection:
         t = self.catalog.get(stmt.table, stmt.pos, text)
         delta = t.budget_delta if stmt.delta is None else float(stmt.delta)  # ALTER ... EPSILON e keeps δ
         cat.check_budget(stmt.epsilon, delta)
-        self.ledger.alter(t.source_id, t.name, float(stmt.epsilon), delta, _span(text, stmt))
+        self.ledger.alter(t.ledger_key, t.name, float(stmt.epsilon), delta, _span(text, stmt))
         t.budget_epsilon, t.budget_delta = float(stmt.epsilon), delta
         return Result([], [], message=f"budget of {t.name} set to ε = {stmt.epsilon:g} per user (logged)")
+
+    def _alter_column(self, stmt: ast.AlterColumn, text: str) -> Result:
+        return self._alter(stmt, text, "alter column", f"column {stmt.column.name}")
+
+    def _alter_unit(self, stmt: ast.AlterUnit, text: str) -> Result:
+        return self._alter(stmt, text, "alter unit", f"privacy unit {stmt.unit}")
+
+    def _alter(self, stmt, text: str, kind: str, what: str) -> Result:
+        """An owner's change of what is declared about the data (may loosen it): bound anew, and logged."""
+        t = self.catalog.get(stmt.table, stmt.pos, text)
+        new = cat.apply_alter(t, stmt, text, self.duck)
+        with self.ledger.transaction():
+            self.ledger.bind(new.ledger_key, cat.declaration(new), replace=True)
+            self.ledger.log(kind, new.ledger_key, new.name, _span(text, stmt))
+            if isinstance(stmt, ast.AlterUnit):   # users get other ids: no one may be charged less than they spent
+                self.ledger.collapse(new.ledger_key, new.name, "the privacy unit changed")
+            if new.source_kind != "frame":
+                self.ledger.save_table(new.name, new.ledger_key, create_statement(new), self._database_of(new))
+        self.catalog.add(new)
+        return Result([], [], message=f"{what} of {new.name} altered (logged)")
+
+    def _database_of(self, table: cat.Table) -> str | None:
+        return "frame" if table.source_kind == "frame" else (self.database if table.source_kind == "table" else None)
 
     def _drop_table(self, stmt: ast.DropTable, text: str) -> Result:
         t = self.catalog.drop(stmt.table)
@@ -413,6 +447,21 @@ SNAPSHOT = "__ldpql_snapshot"
 SEED_REFUSAL = "a seed makes the noise predictable, so it is honoured in evaluation mode only"
 SEED_HINT = ("for reproducible research runs open ldpql.connect(evaluation=True, seed=7) or run ldpql --evaluate "
              "--seed 7; the results are then labelled not private")
+
+
+def create_statement(table: cat.Table) -> str:
+    """The CREATE TABLE that declares ``table`` as it stands (after any ALTER), kept in the ledger so that every
+    later connection rebuilds the same declaration."""
+    decl = cat.declaration(table)
+    cols = [f"{ast.quote_name(name)} " + ("PUBLIC" if c["public"] else f"PRIVATE {c['domain'] or ''}".rstrip())
+            for name, c in decl["columns"].items() if name != table.privacy_unit]
+    source = table.from_sql if table.source_kind == "file" else table.source_text   # a file by its absolute path
+    clauses = [f"PRIVACY UNIT {ast.quote_name(table.privacy_unit)}"] if table.privacy_unit else []
+    clauses.append(f"BUDGET EPSILON {table.budget_epsilon!r}" + (f" DELTA {table.budget_delta!r}"
+                                                                 if table.budget_delta else ""))
+    if table.rounds:
+        clauses.append(f"ROUNDS {table.rounds}")
+    return f"CREATE TABLE {ast.quote_name(table.name)} FROM {source} ({', '.join(cols)}) {' '.join(clauses)}"
 
 
 def _guard(fn: Callable, *args, **kwargs):

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from ldpql.catalog import Table
-from ldpql.errors import CatalogError, ExecuteError, InternalError
+from ldpql.errors import ExecuteError, InternalError
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Estimate, Reply, Round, add_virtual
 from ldpql.planner import Plan
@@ -102,18 +102,6 @@ def covered_users(duck: duckdb.DuckDBPyConnection, table: Table, where: str | No
         return duck.execute(sql).fetchnumpy()["__ldpql_key"].astype(np.uint64)
     except duckdb.Error as e:
         raise ExecuteError(f"DuckDB could not read `{table.name}`: {str(e).splitlines()[0]}") from None
-
-
-def check_unique_units(duck: duckdb.DuckDBPyConnection, table: Table) -> None:
-    """Each privacy unit is one row (checked before every statement: the data may have changed since CREATE).
-    The error gives no count: only that the declaration no longer holds."""
-    unit = quote_name(table.privacy_unit)
-    dup = duck.execute(f"SELECT count(*) <> count(DISTINCT {unit}) FROM {table.from_sql}").fetchall()[0][0]
-    if dup:
-        raise CatalogError(f"the privacy unit `{table.privacy_unit}` of `{table.name}` now appears on more than one "
-                           "row, so a user could answer twice",
-                           hint="the data owner must pre-aggregate each unit's rows: FROM (SELECT unit, avg(x) AS x "
-                                "FROM ... GROUP BY unit)")
 
 
 @dataclass

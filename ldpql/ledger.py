@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import sqlite3
 import zlib
 from dataclasses import dataclass
@@ -36,19 +37,20 @@ from ldpql.errors import BudgetExceededError, CatalogError
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sources (
     source_id TEXT PRIMARY KEY, keys TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
-    delta_spent REAL NOT NULL DEFAULT 0, floor REAL NOT NULL DEFAULT 0, peak REAL NOT NULL DEFAULT 0,
-    ids BLOB, spend BLOB, fingerprint TEXT);
+    delta_spent REAL NOT NULL DEFAULT 0, floor REAL NOT NULL DEFAULT 0, fingerprint TEXT, declaration TEXT);
+CREATE TABLE IF NOT EXISTS spend (
+    source_id TEXT NOT NULL, chunk INTEGER NOT NULL, ids BLOB NOT NULL, spend BLOB NOT NULL, peak REAL NOT NULL,
+    PRIMARY KEY (source_id, chunk));
 CREATE TABLE IF NOT EXISTS charges (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, kind TEXT NOT NULL, source_id TEXT NOT NULL,
     table_name TEXT, statement TEXT, predicate TEXT, epsilon REAL NOT NULL DEFAULT 0,
-    epsilon0 REAL, delta REAL NOT NULL DEFAULT 0, users INTEGER, status TEXT NOT NULL, covered BLOB);
+    epsilon0 REAL, delta REAL NOT NULL DEFAULT 0, users INTEGER, status TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS charges_by_source ON charges (source_id);
 CREATE TABLE IF NOT EXISTS catalog (
-    name TEXT PRIMARY KEY, source_id TEXT NOT NULL, statement TEXT NOT NULL, declaration TEXT NOT NULL,
-    database TEXT);
+    name TEXT PRIMARY KEY, source_id TEXT NOT NULL, statement TEXT NOT NULL, database TEXT);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
 TOLERANCE = 1e-9  # a request may exceed what remains by this relative rounding margin of itself, no more
-CHARGE_COLUMNS = "id, time, kind, source_id, table_name, statement, predicate, epsilon, epsilon0, delta, users, status"
 
 
 @dataclass(frozen=True)
@@ -88,39 +90,44 @@ def fits(requested: float, remaining: float) -> bool:
     return remaining > 0 and requested * (1 - TOLERANCE) <= remaining
 
 
-@dataclass
-class Spend:
-    """A source's spend vector: ``floor`` for every user, plus ``spend[i]`` for the user with id ``ids[i]``
-    (sorted, unique uint64)."""
+CHUNK_BITS = 16       # user ids are kept in chunks: a statement reads and rewrites only the chunks it touches
+HASHED = 1 << 24      # chunks from here on hold unit hashes (sorted ids + spend); below, row positions (dense)
 
-    floor: float
-    ids: np.ndarray
-    spend: np.ndarray
 
-    def peak(self, users: np.ndarray | None = None) -> float:
-        """The largest spend of ``users`` (every user when None)."""
-        if users is None or not len(self.ids):
-            top = self.spend.max(initial=0.0) if users is None else 0.0
-            return self.floor + float(top)
-        at = np.minimum(np.searchsorted(self.ids, users), len(self.ids) - 1)
-        hit = self.ids[at] == users
-        return self.floor + float(self.spend[at[hit]].max(initial=0.0))
+def _chunks(users: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``users`` (sorted, unique uint64) split by chunk: [(chunk, ids), ...]. Row positions fill consecutive
+    dense chunks of 2^16; unit hashes (uniform over 2^64) go to one of 256 chunks by their top bits."""
+    if not len(users):
+        return []
+    small = users < np.uint64(1 << 40)   # row positions; anything larger is a 64-bit unit hash
+    chunk = np.where(small, users >> np.uint64(CHUNK_BITS), (users >> np.uint64(56)) + np.uint64(HASHED))
+    cuts = np.flatnonzero(np.diff(chunk.astype(np.int64))) + 1
+    return [(int(c[0]), u) for c, u in zip(np.split(chunk, cuts), np.split(users, cuts))]
 
-    def add(self, users: np.ndarray | None, epsilon: float) -> None:
-        """Charge ``epsilon`` to ``users`` (every user when None); a negative one refunds it."""
-        if users is None:
-            self.floor = max(self.floor + epsilon, 0.0)
-            return
-        merged = np.union1d(self.ids, users)
-        spend = np.zeros(len(merged))
-        spend[np.searchsorted(merged, self.ids)] = self.spend
-        spend[np.searchsorted(merged, users)] += epsilon
-        keep = spend > 1e-15   # a refund leaves rounding dust; ids at zero need no row
-        self.ids, self.spend = merged[keep], np.maximum(spend[keep], 0.0)
 
-    def collapse(self) -> None:
-        """Users are no longer known by these ids: everyone is charged the most-charged user's spend."""
-        self.floor, self.ids, self.spend = self.peak(), np.zeros(0, np.uint64), np.zeros(0)
+def _lookup(chunk: int, ids: np.ndarray, spend: np.ndarray, users: np.ndarray) -> np.ndarray:
+    """The spend of ``users`` in one chunk (0 for users it does not hold)."""
+    if chunk < HASHED:   # dense: spend[i] belongs to position chunk·2^16 + i
+        return spend[(users - np.uint64(chunk << CHUNK_BITS)).astype(np.int64)] if len(spend) else np.zeros(1)
+    if not len(ids):
+        return np.zeros(1)
+    at = np.minimum(np.searchsorted(ids, users), len(ids) - 1)
+    return np.where(ids[at] == users, spend[at], 0.0)
+
+
+def _merge(chunk: int, ids: np.ndarray, spend: np.ndarray, users: np.ndarray,
+           epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """One chunk's (ids, spend) with ``epsilon`` added for ``users`` (a negative one refunds it)."""
+    if chunk < HASHED:
+        dense = spend.copy() if len(spend) else np.zeros(1 << CHUNK_BITS)
+        dense[(users - np.uint64(chunk << CHUNK_BITS)).astype(np.int64)] += epsilon
+        return ids, np.maximum(dense, 0.0)
+    merged = np.union1d(ids, users)
+    out = np.zeros(len(merged))
+    out[np.searchsorted(merged, ids)] = spend
+    out[np.searchsorted(merged, users)] += epsilon
+    keep = out > 1e-12   # a refund leaves rounding dust; ids back at zero need no entry
+    return merged[keep], out[keep]
 
 
 def _pack(a: np.ndarray) -> bytes:
@@ -128,16 +135,18 @@ def _pack(a: np.ndarray) -> bytes:
 
 
 def _unpack(blob: bytes | None, dtype) -> np.ndarray:
-    return np.frombuffer(zlib.decompress(blob), dtype=dtype).copy() if blob else np.zeros(0, dtype)
+    return np.frombuffer(zlib.decompress(blob), dtype=dtype) if blob else np.zeros(0, dtype)
 
 
 class Ledger:
     """The budget ledger: ``Ledger()`` in memory, ``Ledger('budget.ldpql')`` in a file."""
 
-    def __init__(self, path: str | None = None, read_only: bool = False):
+    def __init__(self, path: str | None = None):
         self.path = path or ":memory:"
         try:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            if self.persistent:   # a write-ahead log: one sync per statement, and readers never block the writer
+                self.db.execute("PRAGMA journal_mode = WAL")
             self.db.executescript(SCHEMA)
         except sqlite3.Error as e:
             raise CatalogError(f"cannot open the ledger {self.path!r}: {e}",
@@ -188,34 +197,57 @@ class Ledger:
         self._insert(kind, source_id, table, statement)
 
     # -- spend -----------------------------------------------------------------------------------------------------
-    def _spend(self, source_id: str) -> Spend:
-        row = self.db.execute("SELECT floor, ids, spend FROM sources WHERE source_id = ?", (source_id,)).fetchone()
-        if row is None:
-            return Spend(0.0, np.zeros(0, np.uint64), np.zeros(0))
-        return Spend(row[0], _unpack(row[1], np.uint64), _unpack(row[2], np.float64))
+    # A source's spend: `floor` (charged to every user, present and future) in `sources`, plus per-user amounts
+    # in `spend`, one row per chunk of user ids with its peak, so that the most-charged user of the whole source
+    # is one SQL max and a statement reads and rewrites only the chunks of its own users.
+    def _peak(self, source_id: str, users: np.ndarray | None) -> float:
+        """The largest spend of ``users`` (sorted unique ids; every user when None)."""
+        row = self.db.execute("SELECT floor FROM sources WHERE source_id = ?", (source_id,)).fetchone()
+        floor = row[0] if row else 0.0
+        if users is None:
+            top = self.db.execute("SELECT max(peak) FROM spend WHERE source_id = ?", (source_id,)).fetchone()[0]
+            return floor + (top or 0.0)
+        top = 0.0
+        for chunk, mine in _chunks(users):
+            top = max(top, float(_lookup(chunk, *self._chunk(source_id, chunk), mine).max(initial=0.0)))
+        return floor + top
 
-    def _save(self, source_id: str, s: Spend) -> None:
-        self.db.execute("UPDATE sources SET floor = ?, peak = ?, ids = ?, spend = ? WHERE source_id = ?",
-                        (s.floor, s.peak(), _pack(s.ids), _pack(s.spend), source_id))
+    def _chunk(self, source_id: str, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        row = self.db.execute("SELECT ids, spend FROM spend WHERE source_id = ? AND chunk = ?",
+                              (source_id, chunk)).fetchone()
+        return (_unpack(row[0], np.uint64), _unpack(row[1], np.float64)) if row else (np.zeros(0, np.uint64),
+                                                                                       np.zeros(0))
+
+    def _add(self, source_id: str, users: np.ndarray | None, epsilon: float) -> None:
+        """Charge ``epsilon`` to ``users`` (every user when None); a negative one refunds it."""
+        if users is None:
+            self.db.execute("UPDATE sources SET floor = max(floor + ?, 0) WHERE source_id = ?", (epsilon, source_id))
+            return
+        rows = []
+        for chunk, mine in _chunks(users):
+            ids, spend = _merge(chunk, *self._chunk(source_id, chunk), mine, epsilon)
+            rows.append((source_id, chunk, _pack(ids), _pack(spend), float(spend.max(initial=0.0))))
+        self.db.executemany("INSERT OR REPLACE INTO spend VALUES (?, ?, ?, ?, ?)", rows)
 
     def _group(self, source_id: str) -> list[tuple]:
-        """(source_id, ε budget, δ budget, δ spent, peak) of this source and every source sharing a key with it."""
-        rows = self.db.execute("SELECT source_id, keys, epsilon, delta, delta_spent, peak FROM sources").fetchall()
+        """(source_id, ε budget, δ budget, δ spent) of this source and every source sharing a key with it."""
+        rows = self.db.execute("SELECT source_id, keys, epsilon, delta, delta_spent FROM sources").fetchall()
         mine = next((set(json.loads(r[1])) for r in rows if r[0] == source_id), set())
-        return [(r[0], r[2], r[3], r[4], r[5]) for r in rows if r[0] == source_id or mine & set(json.loads(r[1]))]
+        return [(r[0], r[2], r[3], r[4]) for r in rows if r[0] == source_id or mine & set(json.loads(r[1]))]
 
     def _left(self, source_id: str, users: np.ndarray | None) -> tuple[float, float]:
-        """(ε left for the most-charged of ``users``, the budget it is counted against)."""
+        """(ε left for the most-charged of ``users``, the budget it is counted against). A source that shares
+        rows with others is checked against the smallest of their budgets and the peak spend of each of them."""
         group = self._group(source_id)
         if not group:
             return 0.0, 0.0
         budget = min(g[1] for g in group)
-        others = sum(g[4] for g in group if g[0] != source_id)  # peak spend of sources sharing rows with it
-        return budget - others - self._spend(source_id).peak(users), budget
+        others = sum(self._peak(g[0], None) for g in group if g[0] != source_id)
+        return budget - others - self._peak(source_id, users), budget
 
     def remaining(self, source_id: str, users: np.ndarray | None = None) -> float:
         """What remains of the budget for the most-charged of ``users`` (every user of the source when None)."""
-        return self._left(source_id, users)[0]
+        return self._left(source_id, _ids(users))[0]
 
     def remaining_delta(self, source_id: str) -> float:
         """The δ left: δ composes by addition over every charge of the source and of sources sharing its rows."""
@@ -230,20 +262,26 @@ class Ledger:
             if row is None or row[0] == fingerprint:
                 return
             if row[0] is not None and by_position:
-                s = self._spend(source_id)
-                s.collapse()
-                self._save(source_id, s)
-                self._insert("data changed", source_id, table, "the data changed: every user is now charged as "
-                             "the most-charged one")
+                self.collapse(source_id, table, "the data changed")
             self.db.execute("UPDATE sources SET fingerprint = ? WHERE source_id = ?", (fingerprint, source_id))
+
+    def collapse(self, source_id: str, table: str, why: str) -> None:
+        """Users are no longer known by their ids (the data changed under row positions, or the privacy unit
+        changed): every user, present and future, is charged as the most-charged one; logged."""
+        with self._transaction():
+            peak = self._peak(source_id, None)
+            self.db.execute("DELETE FROM spend WHERE source_id = ?", (source_id,))
+            self.db.execute("UPDATE sources SET floor = ? WHERE source_id = ?", (peak, source_id))
+            self._insert("users re-keyed", source_id, table, f"{why}: every user is now charged as the most-charged "
+                         "one")
 
     def reserve(self, source_id: str, table: str, statement: str, users: np.ndarray | None, epsilon: float,
                 predicate: str | None = None, n: int | None = None, epsilon0: float | None = None,
                 delta: float = 0.0) -> int:
         """Check and charge ``epsilon`` to ``users`` (ids, or every user when None), atomically; returns the
         charge id. Raises BudgetExceededError (nothing written) when the most-charged covered user would exceed
-        the budget, or δ would."""
-        users = None if users is None else np.unique(np.asarray(users, dtype=np.uint64))
+        the budget, or δ would. A refund needs the same ``users`` (:meth:`refund`)."""
+        users = _ids(users)
         with self._transaction():
             left, budget = self._left(source_id, users)
             if not fits(epsilon, left):
@@ -260,32 +298,31 @@ class Ledger:
                                                    "table": table})
             self._apply(source_id, users, epsilon, delta)
             return self._insert("query", source_id, table, statement, predicate, epsilon, epsilon0, delta, n,
-                                "reserved", None if users is None else _pack(users))
+                                "reserved")
 
     def _apply(self, source_id: str, users: np.ndarray | None, epsilon: float, delta: float) -> None:
-        s = self._spend(source_id)
-        s.add(users, epsilon)
-        self._save(source_id, s)
+        self._add(source_id, users, epsilon)
         self.db.execute("UPDATE sources SET delta_spent = max(delta_spent + ?, 0) WHERE source_id = ?",
                         (delta, source_id))
 
     def commit(self, charge_id: int) -> None:
-        """The reserved charge stands (its users' ids are no longer needed)."""
-        self.db.execute("UPDATE charges SET status = 'committed', covered = NULL WHERE id = ?", (charge_id,))
+        """The reserved charge stands."""
+        self.db.execute("UPDATE charges SET status = 'committed' WHERE id = ? AND status = 'reserved'", (charge_id,))
 
-    def refund(self, charge_id: int) -> None:
-        """Undo a reserved charge: only for a statement that read no private value (charge on touch)."""
+    def refund(self, charge_id: int, users: np.ndarray | None) -> None:
+        """Undo a reserved charge over the same ``users`` it was reserved for: only for a statement that read no
+        private value (charge on touch). A process that dies before it commits or refunds leaves the charge."""
         with self._transaction():
-            row = self.db.execute("SELECT source_id, epsilon, delta, covered, status FROM charges WHERE id = ?",
+            row = self.db.execute("SELECT source_id, epsilon, delta, status FROM charges WHERE id = ?",
                                   (charge_id,)).fetchone()
-            if row is None or row[4] != "reserved":
+            if row is None or row[3] != "reserved":
                 return
-            self._apply(row[0], None if row[3] is None else _unpack(row[3], np.uint64), -row[1], -row[2])
-            self.db.execute("UPDATE charges SET status = 'refunded', covered = NULL WHERE id = ?", (charge_id,))
+            self._apply(row[0], _ids(users), -row[1], -row[2])
+            self.db.execute("UPDATE charges SET status = 'refunded' WHERE id = ?", (charge_id,))
 
     def charges(self, source_id: str | None = None) -> list[Charge]:
         """Every ledger row (optionally of one source), oldest first."""
-        sql, args = f"SELECT {CHARGE_COLUMNS} FROM charges", ()
+        sql, args = "SELECT * FROM charges", ()
         if source_id is not None:
             sql, args = sql + " WHERE source_id = ?", (source_id,)
         return [Charge(*row) for row in self.db.execute(sql + " ORDER BY id", args)]
@@ -296,48 +333,69 @@ class Ledger:
                                "'committed'", (source_id,)).fetchone()[0]
 
     # -- the owner's catalog ---------------------------------------------------------------------------------------
-    def save_table(self, name: str, source_id: str, statement: str, declaration: dict,
-                   database: str | None = None) -> None:
+    def save_table(self, name: str, source_id: str, statement: str, database: str | None = None) -> None:
         """Record a declared table by name (replacing an earlier declaration of that name)."""
-        self.db.execute("INSERT INTO catalog VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
-                        "source_id = excluded.source_id, statement = excluded.statement, "
-                        "declaration = excluded.declaration, database = excluded.database",
-                        (name.lower(), source_id, statement, json.dumps(declaration), database))
+        self.db.execute("INSERT INTO catalog VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                        "source_id = excluded.source_id, statement = excluded.statement, database = excluded.database",
+                        (name.lower(), source_id, statement, database))
 
-    def held_declaration(self, source_id: str) -> dict | None:
-        """The first declaration recorded for this source (what later ones may only tighten), or None."""
-        row = self.db.execute("SELECT declaration FROM catalog WHERE source_id = ? ORDER BY rowid LIMIT 1",
-                              (source_id,)).fetchone()
-        return json.loads(row[0]) if row else None
+    def bound_declarations(self, keys) -> list[dict]:
+        """The declarations bound to every source that shares a key with ``keys`` (what a new one may only
+        tighten)."""
+        rows = self.db.execute("SELECT keys, declaration FROM sources WHERE declaration IS NOT NULL").fetchall()
+        return [json.loads(d) for k, d in rows if set(keys) & set(json.loads(k))]
 
-    def set_declaration(self, source_id: str, declaration: dict) -> None:
-        """Replace the declaration bound to a source (an owner's ALTER, logged by the caller)."""
-        self.db.execute("UPDATE catalog SET declaration = ? WHERE source_id = ?", (json.dumps(declaration), source_id))
+    def bind(self, source_id: str, declaration: dict, replace: bool = False) -> None:
+        """Bind a declaration to a source: the first one stays, unless ``replace`` (an owner's ALTER, logged)."""
+        cond = "" if replace else " AND declaration IS NULL"
+        self.db.execute(f"UPDATE sources SET declaration = ? WHERE source_id = ?{cond}",
+                        (json.dumps(declaration), source_id))
 
     def tables(self) -> list[tuple[str, str, str, str | None]]:
         """(name, source_id, CREATE statement, database) of every declared table."""
         return list(self.db.execute("SELECT name, source_id, statement, database FROM catalog ORDER BY rowid"))
 
     def forget_table(self, name: str) -> None:
-        """DROP TABLE: the name goes, the spend stays."""
+        """DROP TABLE: the name goes; the spend and the bound declaration stay."""
         self.db.execute("DELETE FROM catalog WHERE name = ?", (name.lower(),))
+
+    def secret(self) -> bytes:
+        """A random key kept in the ledger, so that identities derived from content (a frame's hash) cannot be
+        tested against guesses by anyone without the ledger file."""
+        with self._transaction():
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()
+            if row is None:
+                row = (os.urandom(32),)
+                self.db.execute("INSERT INTO meta VALUES ('secret', ?)", row)
+            return bytes(row[0])
 
     # -- rows ----------------------------------------------------------------------------------------------------
     def _insert(self, kind, source_id, table, statement, predicate=None, epsilon=0.0, epsilon0=None, delta=0.0,
-                users=None, status="logged", covered=None) -> int:
+                users=None, status="logged") -> int:
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         statement = " ".join(statement.split()) if statement else statement  # one line per row
         cur = self.db.execute(
             "INSERT INTO charges (time, kind, source_id, table_name, statement, predicate, epsilon, epsilon0, "
-            "delta, users, status, covered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (now, kind, source_id, table, statement, predicate, epsilon, epsilon0, delta, users, status, covered))
+            "delta, users, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (now, kind, source_id, table, statement, predicate, epsilon, epsilon0, delta, users, status))
         return int(cur.lastrowid)
 
-    def _transaction(self):
+    def transaction(self):
+        """A write transaction (``with ledger.transaction(): ...``); nested ones join the outer one."""
         return _Immediate(self.db)
+
+    _transaction = transaction
 
     def close(self) -> None:
         self.db.close()
+
+
+def _ids(users) -> np.ndarray | None:
+    """Sorted unique uint64 user ids, or None (every user)."""
+    if users is None:
+        return None
+    users = np.asarray(users, dtype=np.uint64)
+    return users if len(users) < 2 or bool(np.all(users[1:] > users[:-1])) else np.unique(users)  # positions: sorted
 
 
 def _refusal_hint(left: float) -> str:

@@ -22,6 +22,8 @@ FORBIDDEN = {
                          "ldpql.grammar", "duckdb"),
     "ldpql.planner": ("ldpql.executor", "ldpql.ledger", "ldpql.connection", "ldpql.cli", "ldpql.repl", "duckdb"),
     "ldpql.catalog": ("ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.connection"),
+    "ldpql.sources": ("ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.connection", "ldpql.catalog",
+                      "ldpql.ledger"),
     "ldpql.executor": ("ldpql.connection", "ldpql.ledger", "ldpql.cli", "ldpql.repl"),
     "ldpql.cli": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog",
                   "ldpql.audit", "ldpql.reporting"),

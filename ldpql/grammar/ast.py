@@ -33,7 +33,7 @@ RESERVED = ("EPSILON", "DELTA", "OPTIONS", "EXPLAIN", "EVALUATE")
 KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "AS", "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL",
             "TRUE", "FALSE", "CREATE", "TABLE", "PUBLIC", "PRIVATE", "INTEGER", "BOOLEAN", "DEFAULT", "PRIVACY",
             "UNIT", "BUDGET", "ROUNDS", "INF", "REPEAT", "SHOW", "TABLES", "LEDGER", "DESCRIBE", "DESC", "USE",
-            "SET", "ALTER", "DROP") + RESERVED
+            "SET", "ALTER", "DROP", "COLUMN") + RESERVED
 
 
 def quote_name(name: str) -> str:
@@ -475,6 +475,32 @@ class AlterBudget:
 
 
 @dataclass(frozen=True)
+class AlterColumn:
+    """``ALTER TABLE t SET COLUMN c PUBLIC`` or ``... SET COLUMN c PRIVATE [domain] [DEFAULT v]``: the data
+    owner's explicit change of a column's declaration (the only way to loosen it); logged."""
+
+    table: str
+    column: ColumnDef
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"ALTER TABLE {quote_name(self.table)} SET COLUMN {self.column.sql()}"
+
+
+@dataclass(frozen=True)
+class AlterUnit:
+    """``ALTER TABLE t SET PRIVACY UNIT u``: the data owner's explicit change of the privacy unit; logged."""
+
+    table: str
+    unit: str
+    unit_pos: Pos = _pos()
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        return f"ALTER TABLE {quote_name(self.table)} SET PRIVACY UNIT {quote_name(self.unit)}"
+
+
+@dataclass(frozen=True)
 class DropTable:
     """``DROP TABLE t``: forgets the declaration, never the spend."""
 
@@ -486,4 +512,4 @@ class DropTable:
 
 
 Statement = Union[CreateTable, Select, Explain, Evaluate, ShowTables, ShowBudget, ShowLedger, Describe, Use,
-                  SetOption, AlterBudget, DropTable]
+                  SetOption, AlterBudget, AlterColumn, AlterUnit, DropTable]

@@ -340,6 +340,18 @@ class _ToAst(Transformer):
         name, eps, delta = children
         return ast.AlterBudget(name, eps.value, delta.value if delta is not None else None, _pos(meta))
 
+    def alter_column(self, meta, children):
+        name, cdef = children
+        if not cdef.explicit:
+            raise self._error(f"say whether `{cdef.name}` becomes PUBLIC or PRIVATE", cdef.pos, width=len(cdef.name),
+                              hint=f"ALTER TABLE {ast.quote_name(name)} SET COLUMN {ast.quote_name(cdef.name)} PUBLIC, "
+                                   "or ... PRIVATE BETWEEN lo AND hi")
+        return ast.AlterColumn(name, cdef, _pos(meta))
+
+    def alter_unit(self, meta, children):
+        name, ref = children
+        return ast.AlterUnit(name, ref.name, ref.pos, _pos(meta))
+
     def drop_table(self, meta, children):
         return ast.DropTable(children[0], _pos(meta))
 

@@ -13,9 +13,10 @@ from typing import Callable
 
 import numpy as np
 
-from ldpql.catalog import BooleanDomain, NumericDomain, Table
+from ldpql.catalog import BooleanDomain, NumericDomain, Table, type_kind
 from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
+from ldpql.grammar.ast import quote_name, quote_string
 from ldpql.mechanisms import Encoding, Identity, Randomizer, one_round
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.piecewise import Piecewise
@@ -132,13 +133,111 @@ def resolve_count(call: ast.Call, table: Table, text: str) -> Target:
     arg = call.args[0]
     for ref in ast.columns_of(arg):
         table.column(ref.name, ref.pos, text)
-    if isinstance(arg, ast.ColumnRef):
-        col = table.column(arg.name)
-        if not (isinstance(col.domain, BooleanDomain) or col.dtype.upper() == "BOOLEAN"):
-            raise _err(PlanError, f"LDP_COUNT needs a condition; `{col.name}` is not boolean", arg, text,
-                       hint=f"write a condition such as LDP_COUNT({col.name} > 0)")
-    sql = f"CASE WHEN {arg.sql()} THEN 1 ELSE 0 END"
+    sql = f"CASE WHEN {Condition(table, text).render(arg)} THEN 1 ELSE 0 END"
     return Target(None, Encoding(sql, 2, arg.sql()), f"condition {arg.sql()}; NULL counts as false", None, "users")
+
+
+# What each kind of value is compared as. A condition is rendered so that no row can make it raise: operands are
+# type-checked against the declared schema (public) at plan time, and each column is read with TRY_CAST into
+# its kind's type, so a value that does not convert is NULL (the condition is then false for that user) instead
+# of a DuckDB conversion error that would quote the private value.
+_KIND_TYPE = {"integer": "DOUBLE", "numeric": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN"}
+_KIND_TEXT = {"integer": "a number", "numeric": "a number", "string": "a string", "boolean": "a boolean",
+              "temporal": "a date or time"}
+
+
+class Condition:
+    """Type-checks and renders an LDP_COUNT condition over one table."""
+
+    def __init__(self, table: Table, text: str):
+        self.table, self.text = table, text
+
+    def render(self, e: ast.Expr) -> str:
+        """DuckDB SQL of a boolean condition that never raises on any row; PlanError when the types do not fit."""
+        if isinstance(e, ast.BoolOp):
+            return f"({self.render(e.left)} {e.op} {self.render(e.right)})"
+        if isinstance(e, ast.Not):
+            return f"(NOT {self.render(e.operand)})"
+        if isinstance(e, ast.IsNull):
+            return f"({self.operand(e.operand, None)[0]} IS {'NOT ' if e.negated else ''}NULL)"
+        if isinstance(e, (ast.Comparison, ast.InList, ast.Between)):
+            return self.predicate(e)
+        sql, kind = self.operand(e, None)
+        if kind not in ("boolean", None):
+            raise _err(PlanError, f"LDP_COUNT needs a condition; {_what(e)} is {_KIND_TEXT.get(kind, kind)}", e,
+                       self.text, width=len(e.sql()), hint=f"write a condition such as {e.sql()} > 0")
+        return sql
+
+    def predicate(self, e: ast.Comparison | ast.InList | ast.Between) -> str:
+        if isinstance(e, ast.Comparison):
+            sides = self.fit(e.left, e.right)
+            return f"({sides[0]} {e.op} {sides[1]})"
+        others = e.values if isinstance(e, ast.InList) else (e.low, e.high)
+        parts = self.fit(e.operand, *others)
+        neg = "NOT " if e.negated else ""
+        if isinstance(e, ast.InList):
+            return f"({parts[0]} {neg}IN ({', '.join(parts[1:])}))"
+        return f"({parts[0]} {neg}BETWEEN {parts[1]} AND {parts[2]})"
+
+    def fit(self, *operands: ast.Expr) -> list[str]:
+        """The operands of one comparison, rendered in one common kind; PlanError when their kinds differ."""
+        typed = [self.operand(o, None) for o in operands]
+        kinds = {_family(k) for _, k in typed if k is not None}
+        temporal = next((o for o, (_, k) in zip(operands, typed) if k == "temporal"), None)
+        if kinds <= {"temporal", "string"} and temporal is not None:
+            # a date/time column compared with string literals: the literals are converted, the column is not
+            dtype = self.table.column(temporal.name).dtype
+            return [self.operand(o, dtype)[0] for o in operands]
+        if len(kinds) > 1:
+            raise self._mismatch(operands, typed)
+        return [sql for sql, _ in typed]
+
+    def operand(self, e: ast.Expr, as_type: str | None) -> tuple[str, str | None]:
+        """(SQL, kind) of one operand; kind None for NULL. ``as_type`` converts a string literal (dates)."""
+        if isinstance(e, ast.Literal):
+            return _literal(e, as_type)
+        if isinstance(e, ast.ColumnRef):
+            col = self.table.column(e.name, e.pos, self.text)
+            kind = "boolean" if isinstance(col.domain, BooleanDomain) else type_kind(col.dtype)
+            if kind == "other":
+                raise _err(PlanError, f"`{col.name}` is {col.dtype}; LDP_COUNT conditions compare numbers, strings, "
+                           "booleans and dates", e, self.text, width=len(e.name),
+                           hint="convert it in the FROM (SELECT ...) query that declares the table")
+            cast = _KIND_TYPE.get(kind, col.dtype)
+            return f"TRY_CAST({quote_name(col.name)} AS {cast})", kind
+        return self.render(e), "boolean"
+
+    def _mismatch(self, operands, typed) -> PlanError:
+        known = [(o, k) for o, (_, k) in zip(operands, typed) if k is not None]
+        col, kind = next(((o, k) for o, k in known if isinstance(o, ast.ColumnRef)), known[0])
+        other = next(o for o, k in known if _family(k) != _family(kind))
+        return _err(PlanError, f"{_what(col)} is {_KIND_TEXT.get(kind, kind)} and cannot be compared with "
+                    f"{_what(other)}", other, self.text, width=len(other.sql()),
+                    hint=f"compare {_what(col)} with {_KIND_TEXT.get(kind, kind)} (the declared type of a column "
+                         "is shown by DESCRIBE)")
+
+
+def _family(kind: str) -> str:
+    return "number" if kind in ("integer", "numeric") else kind
+
+
+def _what(e: ast.Expr) -> str:
+    if isinstance(e, ast.ColumnRef):
+        return f"`{e.name}`"
+    if isinstance(e, ast.Literal):
+        return f"the literal {e.sql()}"
+    return f"the condition {e.sql()}"
+
+
+def _literal(e: ast.Literal, as_type: str | None) -> tuple[str, str | None]:
+    v = e.value
+    if v is None:
+        return "NULL", None
+    if isinstance(v, bool):
+        return ("TRUE" if v else "FALSE"), "boolean"
+    if isinstance(v, str):
+        return (f"TRY_CAST({quote_string(v)} AS {as_type})" if as_type else quote_string(v)), "string"
+    return f"CAST({quote_string(repr(float(v)))} AS DOUBLE)", "numeric"
 
 
 def count_candidates(target: Target) -> list[Candidate]:

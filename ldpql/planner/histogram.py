@@ -245,9 +245,8 @@ def _categories(col, ref, text: str) -> tuple[Encoding, tuple, str]:
         if dom.size > MAX_HISTOGRAM_SIZE:
             raise _err(PlanError, f"`{col.name}` has {dom.size:,} values, too many bins for a histogram", ref,
                        text, hint=f"at most {MAX_HISTOGRAM_SIZE:,}; pre-bucket the column in a FROM (SELECT ...)")
-        enc = f"CAST({dom.clamped_sql(col.name)} - {dom.low!r} AS BIGINT)"
         labels = tuple(int(dom.low) + i for i in range(dom.size))
-        return Encoding(enc, dom.size, col.name), labels, f"{dom.describe()}; {dom.size:,} values"
+        return Encoding(dom.index_sql(col.name), dom.size, col.name), labels, f"{dom.describe()}; {dom.size:,} values"
     if isinstance(dom, NumericDomain):
         raise _err(PlanError, f"`{col.name}` is continuous (BETWEEN without INTEGER); a histogram needs "
                    "categories", ref, text, hint="declare it INTEGER BETWEEN lo AND hi, or IN (...)")

@@ -116,7 +116,7 @@ FETCH_LIMIT = 1 << 20   # users whose lattice indices the exact path may hold in
 def value_sql(col: Column, dom: NumericDomain, negate: bool) -> str:
     """DuckDB expression: the value the search compares (rounded for an INTEGER domain over a float column, as
     ``dom.clamped_sql`` does; negated for the maximum), not yet clamped: the lattice index clamps it."""
-    x = f"CAST({quote_name(col.name)} AS DOUBLE)"
+    x = f"TRY_CAST({quote_name(col.name)} AS DOUBLE)"   # never raises: a value that does not convert is NULL
     if dom.integer and col.dtype.upper() not in INTEGER_TYPES:
         x = f"round({x})"
     return f"(-{x})" if negate else x

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from ldpql.catalog import NumericDomain, Table
+from ldpql.catalog import NumericDomain, Table, type_kind
 from ldpql.errors import PlanError
 from ldpql.grammar import ast
 from ldpql.mechanisms import Encoding, Estimate
@@ -120,25 +120,30 @@ def coin_space(col, dom: NumericDomain, resolution: int | None) -> tuple[CoinSpa
     """The coins of a numeric column: its integer values (bucketed in integer widths if ``resolution`` is
     smaller), or ``resolution`` equal buckets of a continuous range; and the text EXPLAIN shows."""
     clamped = dom.clamped_sql(col.name)
-    integer = dom.integer or col.dtype.split("(")[0].upper() in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT",
-                                                                  "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                                                                  "UBIGINT")
+    integer = dom.integer or type_kind(col.dtype) == "integer"
     if integer:
         lo, hi = math.ceil(dom.low), math.floor(dom.high)
         values = hi - lo + 1
         width = 1 if resolution is None or resolution >= values else -(-values // resolution)
         size = -(-values // width)
-        sql = f"CAST(round({clamped}) - {lo} AS BIGINT)" if width == 1 else \
-            f"least(CAST(floor((round({clamped}) - {lo}) / {width}) AS BIGINT), {size - 1})"
+        # clamped into [0, size): on an integer column with fractional bounds (BETWEEN 0.5 AND 10.5) the rounded
+        # value can fall one coin outside [lo, hi], exactly for the values beyond a bound
+        sql = _clamp_index(f"CAST(round({clamped}) - {lo} AS BIGINT)" if width == 1 else
+                           f"CAST(floor((round({clamped}) - {lo}) / {width}) AS BIGINT)", size)
         what = "one coin per integer value" if width == 1 else f"integer buckets of width {width} (resolution => {resolution})"
         return CoinSpace(size, sql, float(lo), float(width), True, (width - 1) / 2), \
             f"{col.name} {dom.describe()}; {size:,} coins: {what}"
     size = resolution or RESOLUTION
     step = (dom.high - dom.low) / size
-    sql = f"least(CAST(floor(({clamped} - {dom.low!r}) / {step!r}) AS BIGINT), {size - 1})"
+    sql = _clamp_index(f"CAST(floor(({clamped} - {dom.low!r}) / {step!r}) AS BIGINT)", size)
     source = f"resolution => {size}" if resolution else f"default resolution 2^{int(math.log2(RESOLUTION))}"
     return CoinSpace(size, sql, dom.low, step, False, step / 2), \
         f"{col.name} {dom.describe()}; {size:,} coins: buckets of width {step:.4g} ({source}), reported by midpoint"
+
+
+def _clamp_index(sql: str, size: int) -> str:
+    """A coin index forced into [0, size) in the SQL itself, whatever the value."""
+    return f"least(greatest({sql}, 0), {size - 1})"
 
 
 def _tau_arg(call: ast.Call, text: str) -> float:

@@ -100,13 +100,11 @@ def test_the_zero_copy_attack_fails(tmp_path):
     bits = np.random.default_rng(5).integers(0, 2, n).astype(bool)
     real = write(tmp_path / "real.parquet", pa.table({"b": bits}))
     con = ldpql.connect()
-    con.sql(f"CREATE TABLE t FROM '{real}' (b PRIVATE BOOLEAN) BUDGET EPSILON 1")
+    con.sql(f"CREATE TABLE t FROM '{real}' (b PRIVATE BOOLEAN) BUDGET EPSILON 2")
     with pytest.raises(ldpql.PrivacyError):   # the attack needs the seed
         con.sql("SELECT LDP_COUNT(b) FROM t EPSILON 0.05 OPTIONS (seed = 7)")
-    a = con.sql("SELECT LDP_COUNT(b) FROM t EPSILON 0.05").fetchone()[0]
-    con.sql("ALTER TABLE t SET BUDGET EPSILON 2")
-    b = con.sql("SELECT LDP_COUNT(b) FROM t EPSILON 0.05").fetchone()[0]
-    assert a != b
+    releases = {con.sql("SELECT LDP_COUNT(b) FROM t EPSILON 0.05").fetchone()[0] for _ in range(20)}
+    assert len(releases) > 1   # 20 equal releases would have probability < 1e-9 with fresh coins
     state = con._entropy(con._plan(ldpql.grammar.parse_one("SELECT LDP_COUNT(b) FROM t EPSILON 1"), "")[0])
     assert state.bit_length() > 96   # 128 bits of OS entropy (fewer than 97 with probability 2^-31)
 
@@ -211,8 +209,9 @@ def test_the_budget_check_does_not_grow_with_the_ledger(private_people):
     """One pass over the statement's users, whatever the ledger holds: the spend vector is kept per source."""
     for i in range(30):
         private_people.sql(f"SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 0.01")
-    row = private_people.ledger.db.execute("SELECT length(spend) FROM sources").fetchone()
-    assert row[0] < 20_000   # one vector, not one row per charge and user
+    chunks, size = private_people.ledger.db.execute("SELECT count(*), sum(length(ids) + length(spend)) "
+                                                    "FROM spend").fetchone()
+    assert chunks <= 256 and size < 1_000_000   # one spend vector per source, not one row per charge and user
     assert private_people.remaining_budget("people") == pytest.approx(3.7)
 
 

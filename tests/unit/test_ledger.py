@@ -122,7 +122,7 @@ def test_declaring_without_budget_keeps_the_ledgers(tmp_path, people_parquet):
     with ldpql.connect(ledger=path) as a:
         declare_people(a, people_parquet, budget=3)
     with ldpql.connect(ledger=path) as b:
-        b.sql(f"CREATE TABLE p FROM '{people_parquet}' (income PRIVATE BETWEEN 0 AND 250000)")
+        b.sql(f"CREATE TABLE p FROM '{people_parquet}' (income PRIVATE BETWEEN 0 AND 250000) PRIVACY UNIT person_id")
         assert b.remaining_budget("p") == pytest.approx(3.0)
 
 
