@@ -136,7 +136,11 @@ class Connection:
         select = stmt.select if isinstance(stmt, (ast.Explain, ast.Evaluate)) else stmt
         if not isinstance(select, ast.Select):
             raise PlanError("EXPLAIN takes a SELECT statement")
-        return str(_guard(self._plan, select, text)[0])
+        return _guard(self._explain_text, select, text)
+
+    def _explain_text(self, select: ast.Select, text: str) -> str:
+        with self._snapshot(self.catalog.get(select.table, select.pos, text)) as table:
+            return str(self._plan(select, text, table)[0])
 
     def register(self, name: str, data: Any, private: dict[str, Any] | None = None, public: list[str] | None = None,
                  budget: float | None = None, delta: float = 0.0, privacy_unit: str | None = None,
@@ -295,7 +299,7 @@ class Connection:
         cells = public_cells(self.duck, table, where, group)
         users = covered_users(self.duck, table, where)
         facts = PublicFacts(sum(c.n for c in cells), len(cells), self.ledger.remaining(table.ledger_key, users),
-                            self.ledger.remaining_delta(table.ledger_key))
+                            self.ledger.remaining_delta(table.ledger_key), self.ledger.path)
         return plan(stmt, table, facts, self.session, text, self.evaluation), cells, users
 
     def _check_data(self, table: cat.Table) -> None:
@@ -342,7 +346,7 @@ class Connection:
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
             p = self._plan(stmt.select, text, table)[0]
         return Result(["plan"], [(line,) for line in str(p).splitlines()], plan=p,
-                      footer=f"nothing was run and no budget was spent; ledger {self.ledger.path}")
+                      footer="nothing was run and no budget was spent")
 
     def _evaluate(self, stmt: ast.Evaluate, text: str) -> Result:
         if not self.evaluation:

@@ -47,6 +47,7 @@ class PublicFacts:
     cells: int = 1
     remaining: float | None = None
     remaining_delta: float | None = None
+    ledger: str | None = None
 
 
 @dataclass
@@ -408,6 +409,6 @@ def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | N
     return Plan(select, table, ctx.epsilon, ctx.delta, select.where.sql() if select.where is not None else None,
                 [table.column(c.name).name for c in select.group_by], ctx.items, ctx.aggregates, facts.n, facts.cells, ctx.split,
                 ctx.split_note, ctx.options.get("confidence", 0.95), ctx.options.get("seed"),
-                ctx.options.get("simulation", "auto"), facts.remaining, ctx.notes)
+                ctx.options.get("simulation", "auto"), facts.remaining, ctx.notes, facts.ledger)
 from ldpql.planner import quantile  # noqa: F401,E402  (registers LDP_QUANTILE, LDP_MEDIAN)
 from ldpql.planner import minimum  # noqa: F401,E402  (registers LDP_MIN, LDP_MAX)

@@ -133,6 +133,7 @@ class Plan:
     simulation: str = "auto"                    # 'auto' | 'exact' | 'per_user'
     remaining: float | None = None
     notes: list[str] = field(default_factory=list)
+    ledger: str | None = None                   # where the budget is kept (shown: which ledger a plan is checked on)
 
     @property
     def z(self) -> float:
@@ -194,6 +195,8 @@ def explain_lines(p: Plan) -> list[str]:
         budget += (f" (table budget {p.table.budget_epsilon:g}: {p.remaining:.4g} remain"
                    f" -> {max(p.remaining - p.epsilon, 0):.4g} after this statement)")
     lines.append(budget)
+    if p.ledger is not None:
+        lines.append(f"├─ ledger      {p.ledger}")
     if p.epsilon0 is None:
         lines.append(f"├─ model       local (pure ε-LDP){'; δ = ' + format(p.delta, 'g') if p.delta else ''}")
     else:
