@@ -163,6 +163,21 @@ class BoolOp:
     def sql(self) -> str:
         return f" {self.op} ".join(_paren(e, self.op) for e in operands(self))
 
+    # Equality, hash and repr walk a chain iteratively (the generated ones recurse once per operand, and a
+    # WHERE of thousands of ORs would exhaust the stack). AND and OR are associative, so two chains are
+    # equal when their operands are: `(a OR b) OR c` == `a OR (b OR c)`, both unparsed as `a OR b OR c`.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BoolOp):
+            return NotImplemented
+        mine, theirs = operands(self), operands(other)
+        return self.op == other.op and len(mine) == len(theirs) and all(a == b for a, b in zip(mine, theirs))
+
+    def __hash__(self) -> int:
+        return hash((self.op, *operands(self)))
+
+    def __repr__(self) -> str:
+        return f"BoolOp({self.op!r}, {operands(self)!r})"
+
 
 def operands(e: BoolOp) -> list["Expr"]:
     """The operands of a chain of ``e``'s operator (``a OR b OR c``), left to right. Iterative: a generated

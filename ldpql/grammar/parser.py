@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from importlib import resources
 
 import lark
@@ -64,6 +65,7 @@ def parse(text: str) -> list[ast.Statement]:
         raise ParseError(f"a statement must be text (str), not {type(text).__name__}",
                          hint="decode bytes first (data.decode('utf-8'))" if isinstance(text, (bytes, bytearray))
                          else "pass the statement as a str, e.g. con.sql('SHOW TABLES')")
+    _check_encodable(text)
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as e:
@@ -78,6 +80,22 @@ def parse(text: str) -> list[ast.Statement]:
             raise e.orig_exc from None
         # anything else is a bug of the transformer: report it as one, never as a lark traceback
         raise InternalError(f"the parser failed on this statement ({type(e.orig_exc).__name__})") from e.orig_exc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_encodable(text: str) -> None:
+    """A lone surrogate (from a bad decode) is not text: DuckDB, SQLite and the terminal all fail on it later,
+    so the parser refuses it here, with a caret."""
+    bad = _SURROGATE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise ParseError(f"the statement contains an invalid character (U+{ord(bad.group()):04X}, a lone surrogate)",
+                         hint="the text was probably decoded with errors='surrogateescape'; decode it as UTF-8",
+                         text=shown, line=line, column=column)
 
 
 def parse_one(text: str) -> ast.Statement:
