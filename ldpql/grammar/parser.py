@@ -149,14 +149,23 @@ def _tok_pos(tok: lark.Token) -> ast.Pos:
 
 
 def _number(tok: lark.Token, text: str) -> int | float:
-    """The value of a number token. Python refuses to read integers of more than a few thousand digits; that
-    is a ParseError at the token, not a ValueError."""
+    """The value of a number token. A number beyond a float's range (an integer of 309 digits, 1e999) is a
+    ParseError at the token: every number of the language (ε, δ, domains, options) is used as a float, and
+    `1e999` must not silently mean INF."""
     s = str(tok)
     try:
-        return int(s) if s.lstrip("+-").isdigit() else float(s)
-    except ValueError:
-        raise ParseError(f"the number has too many digits ({len(s)})", hint="write it in scientific notation, "
-                         "e.g. 1e30", text=text, line=tok.line, column=tok.column, width=min(len(s), 40)) from None
+        value = int(s) if s.lstrip("+-").isdigit() else float(s)
+        in_range = math.isfinite(value) if isinstance(value, float) else abs(value) < _FLOAT_LIMIT
+    except ValueError:  # Python refuses to read integers of more than 4,300 digits
+        value, in_range = None, False
+    if not in_range:
+        raise ParseError(f"the number is out of range ({len(s)} characters)",
+                         hint="numbers must lie within ±1.8e308; write EPSILON INF for no noise (evaluation mode)",
+                         text=text, line=tok.line, column=tok.column, width=min(len(s), 40))
+    return value
+
+
+_FLOAT_LIMIT = 2 ** 1024  # the smallest integer that float() cannot convert
 
 
 @v_args(meta=True)
