@@ -113,6 +113,9 @@ def run_target(name: str, count: int, strategy: st.SearchStrategy, check: Callab
     @given(strategy)
     def one(value):
         findings.runs[name] += 1
+        if sum(findings.runs.values()) % 5000 == 0:
+            print(f"  ... {sum(findings.runs.values()):,} examples, {len(findings.kinds)} kind(s) of violation",
+                  file=sys.stderr, flush=True)
         try:
             check(value)
         except fz.Violation as v:
@@ -143,11 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         Path(tmp, "notsqlite.ldpql").write_text("this is not a database\n" * 50)
         chosen = {k: v for k, v in targets(tmp).items() if not args.only or k in args.only.split(",")}
         total_share = sum(share for share, _, _ in chosen.values())
-        for name, (share, strategy, check) in chosen.items():
-            count = max(1, round(args.examples * share / total_share))
-            t0 = time.monotonic()
-            run_target(name, count, strategy, check, findings, args.seed)
-            print(f"{name}: {findings.runs[name]:,} examples in {time.monotonic() - t0:,.0f} s", file=sys.stderr)
+        try:
+            for name, (share, strategy, check) in chosen.items():
+                count = max(1, round(args.examples * share / total_share))
+                t0 = time.monotonic()
+                run_target(name, count, strategy, check, findings, args.seed)
+                print(f"{name}: {findings.runs[name]:,} examples in {time.monotonic() - t0:,.0f} s", file=sys.stderr)
+        except KeyboardInterrupt:  # a long run stopped early still reports what it found
+            print("interrupted: the summary covers the examples run so far", file=sys.stderr)
     print(report(findings, time.monotonic() - started))
     return 1 if findings.kinds else 0
 
