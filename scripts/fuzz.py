@@ -14,6 +14,7 @@ Exit status: 0 when nothing was found, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="hypothesis seed (the run is reproducible)")
     args = p.parse_args(argv)
     findings, started = Findings(), time.monotonic()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill PID` stops early and still reports
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "notsqlite.ldpql").write_text("this is not a database\n" * 50)
         chosen = {k: v for k, v in targets(tmp).items() if not args.only or k in args.only.split(",")}
