@@ -7,8 +7,11 @@ syntax error anywhere changes nothing; at run time it stops at the first failing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 
 import ldpql
@@ -59,36 +62,106 @@ class ProgressBar:
         self.reset()
 
 
-def run_script(con: ldpql.Connection, text: str, fmt: str, bar: ProgressBar, out=sys.stdout) -> int:
-    """Run every statement of ``text``; print results; return the exit status (0 ok, 1 error)."""
+class InterruptWatch:
+    """Counts Ctrl-C (SIGINT) while it is installed, and raises KeyboardInterrupt as Python's own handler does.
+
+    Why count: DuckDB sees the interrupt first when it arrives during a query, and may turn it into its own
+    exception (a RuntimeError "Query interrupted") or finish the query anyway. The count lets the front end
+    still stop with status 130 and say so, whatever became of the KeyboardInterrupt.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous = None
+
+    def _handler(self, signum, frame) -> None:
+        self.count += 1
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> "InterruptWatch":
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+INTERRUPTED = 130  # the shell's status for a command ended by SIGINT
+
+
+def internal_error(e: BaseException) -> ldpql.Error:
+    """A non-ldpql exception as an InternalError. Only its type is shown: its text may quote data."""
+    return ldpql.InternalError(f"unexpected {type(e).__name__} inside ldpql")
+
+
+def _interrupted(i: int, n: int, finished: bool) -> int:
+    what = (f"statement {i} of {n} finished (and was charged) before the interrupt was seen" if finished
+            else f"statement {i} of {n} was abandoned")
+    print(f"interrupted (Ctrl-C): {what}; no later statement ran. SHOW BUDGET tells what remains.",
+          file=sys.stderr)
+    return INTERRUPTED
+
+
+def run_script(con: ldpql.Connection, text: str, fmt: str, bar: ProgressBar, out=sys.stdout,
+               watch: InterruptWatch | None = None) -> int:
+    """Run every statement of ``text``; print results; return the exit status (0 ok, 1 error, 130 Ctrl-C).
+
+    Never raises for bad input: an ldpql.Error is printed (with its caret and hint), any other exception is
+    reported as an internal error without a traceback, and Ctrl-C stops the script with status 130."""
     try:
         statements = parse(text)
     except ldpql.Error as e:
         print(e, file=sys.stderr)
         return 1
-    for i, stmt in enumerate(statements, 1):
-        bar.reset()
-        try:
-            result = con.run(stmt, text)
-        except ldpql.Error as e:
-            bar.clear()
-            where = f"statement {i} of {len(statements)}" + (f" (line {stmt.pos.line})" if stmt.pos.line else "")
-            print(f"{e}\n(stopped at {where}; the statements before it ran)" if len(statements) > 1 else e,
-                  file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            bar.clear()
-            print("interrupted: the statement was abandoned and its budget refunded", file=sys.stderr)
-            return 130
-        bar.clear()
-        rendered = result.render(fmt)
-        if rendered:
-            try:
-                print(rendered, file=out, flush=True)
-            except BrokenPipeError:  # the reader went away (ldpql ... | head): stop quietly
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-                return 0
+    with contextlib.nullcontext(watch) if watch else InterruptWatch() as w:
+        for i, stmt in enumerate(statements, 1):
+            status = _run_statement(con, stmt, text, fmt, bar, out, w, (i, len(statements)))
+            if status is not None:
+                return status
     return 0
+
+
+def _run_statement(con: ldpql.Connection, stmt, text: str, fmt: str, bar: ProgressBar, out,
+                   watch: InterruptWatch, where: tuple[int, int]) -> int | None:
+    """Run and print one statement; the exit status if the script must stop, else None."""
+    seen = watch.count
+    bar.reset()
+    try:
+        result = con.run(stmt, text)
+    except KeyboardInterrupt:
+        bar.clear()
+        return _interrupted(*where, finished=False)
+    except Exception as e:  # noqa: BLE001  (ldpql.Error is the user's; anything else is reported, not traced)
+        bar.clear()
+        if watch.count > seen:  # Ctrl-C, surfacing as DuckDB's or the API's own exception
+            return _interrupted(*where, finished=False)
+        _print_error(e if isinstance(e, ldpql.Error) else internal_error(e), stmt, where)
+        return 1
+    bar.clear()
+    status = _print_result(result.render(fmt), out)
+    if status is None and watch.count > seen:  # the statement completed despite Ctrl-C: it is shown, then stop
+        return _interrupted(*where, finished=True)
+    return status
+
+
+def _print_error(e: ldpql.Error, stmt, where: tuple[int, int]) -> None:
+    i, n = where
+    at = f"statement {i} of {n}" + (f" (line {stmt.pos.line})" if stmt.pos.line else "")
+    print(f"{e}\n(stopped at {at}; the statements before it ran)" if n > 1 else e, file=sys.stderr)
+
+
+def _print_result(rendered: str, out) -> int | None:
+    if not rendered:
+        return None
+    try:
+        print(rendered, file=out, flush=True)
+    except BrokenPipeError:  # the reader went away (ldpql ... | head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return None
 
 
 def prompt(con: ldpql.Connection, fmt: str, bar: ProgressBar) -> int:
@@ -113,7 +186,18 @@ def prompt(con: ldpql.Connection, fmt: str, bar: ProgressBar) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``ldpql`` command. Returns the exit status: 0, 1 after an error, 130 after Ctrl-C. Never shows a
+    traceback: errors are printed with their hint, Ctrl-C anywhere (opening, reading, running) ends with 130."""
     args = build_parser().parse_args(argv)
+    try:
+        with InterruptWatch() as watch:
+            return _main(args, watch)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _main(args: argparse.Namespace, watch: InterruptWatch) -> int:
     bar = ProgressBar()
     # No statement, no script and a terminal on both ends: the interactive REPL (ldpql/repl.py).
     interactive = args.command is None and not args.script and sys.stdin.isatty() and sys.stdout.isatty()
@@ -121,30 +205,39 @@ def main(argv: list[str] | None = None) -> int:
     if interactive:
         from ldpql import repl
         display = repl.ProgressDisplay()
-    try:
-        con = ldpql.connect(ledger=args.ledger, seed=args.seed, evaluation=args.evaluate, database=args.database,
-                            progress=display or bar)
-        if args.demo:
-            from ldpql import demo
-            demo.load(con)
-    except ldpql.Error as e:
-        print(e, file=sys.stderr)
+    con = _open(args, display or bar)
+    if con is None:
         return 1
     if args.command is not None:
-        return run_script(con, args.command, args.format, bar)
+        return run_script(con, args.command, args.format, bar, watch=watch)
     if args.script and args.script != "-":
         try:
             with open(args.script, encoding="utf-8") as f:
                 text = f.read()
-        except OSError as e:
-            print(f"Error: cannot read {args.script}: {e.strerror}", file=sys.stderr)
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) else f"not UTF-8 text ({e.reason} at byte {e.start})"
+            print(f"Error: cannot read {args.script}: {reason}", file=sys.stderr)
             return 1
-        return run_script(con, text, args.format, bar)
+        return run_script(con, text, args.format, bar, watch=watch)
     if args.script == "-" or not sys.stdin.isatty():
-        return run_script(con, sys.stdin.read(), args.format, bar)
+        return run_script(con, sys.stdin.read(), args.format, bar, watch=watch)
     if interactive:
         return repl.run(con, progress=display, history=args.history, fmt=args.format)
     return prompt(con, args.format, bar)
+
+
+def _open(args: argparse.Namespace, progress) -> ldpql.Connection | None:
+    """The connection (with the demo table if asked), or None after printing why it could not be opened."""
+    try:
+        con = ldpql.connect(ledger=args.ledger, seed=args.seed, evaluation=args.evaluate, database=args.database,
+                            progress=progress)
+        if args.demo:
+            from ldpql import demo
+            demo.load(con)
+        return con
+    except Exception as e:  # noqa: BLE001  (an unusable ledger or database: say so, no traceback)
+        print(e if isinstance(e, ldpql.Error) else internal_error(e), file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -45,8 +45,9 @@ class Error(Exception):
         if self.text is None or self.line is None or self.column is None:
             return ""
         lines = self.text.splitlines() or [""]
-        src = lines[min(self.line, len(lines)) - 1]
-        return f"  {src}\n  {' ' * (self.column - 1)}{'^' * self.width}"
+        src, col = _window(lines[max(1, min(self.line, len(lines))) - 1], self.column - 1)
+        width = max(1, min(self.width, len(src) - col))
+        return f"  {src}\n  {' ' * col}{'^' * width}"
 
     def __str__(self) -> str:
         where = f" at line {self.line}, column {self.column}" if self.line is not None else ""
@@ -107,6 +108,20 @@ class InternalError(Error):
     def __init__(self, message: str, **kwargs: Any):
         kwargs.setdefault("hint", "this is a bug in ldpql; please report it with the statement that caused it")
         super().__init__(message, **kwargs)
+
+
+SNIPPET_WIDTH = 100  # characters of a long line shown around the caret (a generated statement can be huge)
+
+
+def _window(src: str, col: int) -> tuple[str, int]:
+    """At most SNIPPET_WIDTH characters of ``src`` around 0-based column ``col``, with '…' where cut, and the
+    column of the same character in the window."""
+    if len(src) <= SNIPPET_WIDTH:
+        return src, col
+    start = max(0, min(col - SNIPPET_WIDTH // 3, len(src) - SNIPPET_WIDTH))
+    prefix = "…" if start else ""
+    suffix = "…" if start + SNIPPET_WIDTH < len(src) else ""
+    return prefix + src[start:start + SNIPPET_WIDTH] + suffix, col - start + len(prefix)
 
 
 def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:

@@ -40,6 +40,7 @@ from prompt_toolkit.utils import get_cwidth
 import ldpql
 from ldpql.display import (BAR_WIDTH, Fragments, format_estimate, histogram_columns, problem,  # noqa: F401
                            render_error, render_plan, render_result, render_table)
+from ldpql.cli import InterruptWatch, internal_error
 from ldpql.grammar import ast, parse
 from ldpql.lexer import LdpqlLexer, input_complete, scan
 
@@ -272,23 +273,25 @@ def run_statements(state: ReplState, text: str) -> bool:
 def _run_one(state: ReplState, stmt: Any, text: str, where: str) -> bool:
     started = time.monotonic()
     try:
-        try:
-            if state.progress is not None:
-                state.progress.start()
-            res = state.con.run(stmt, text)   # Ctrl-C in here: the connection refunds, then re-raises
-        finally:
-            if state.progress is not None:
-                state.progress.stop()
+        with InterruptWatch() as watch:   # Ctrl-C that DuckDB turns into its own exception is still Ctrl-C
+            try:
+                if state.progress is not None:
+                    state.progress.start()
+                res = state.con.run(stmt, text)   # Ctrl-C in here: the connection decides what is spent
+            finally:
+                if state.progress is not None:
+                    state.progress.stop()
     except KeyboardInterrupt:
-        state.console.write([("class:warning", "interrupted: the statement was abandoned and nothing was spent "
-                                               "(any budget it reserved was refunded)")])
-        return False
+        return _interrupted(state)
     except ldpql.Error as e:
+        if watch.count:
+            return _interrupted(state)
         state.console.write(render_error(e, where))
         return False
-    except Exception as e:  # a bug: say so, and keep the REPL alive
-        state.console.write(render_error(e, f"internal error ({type(e).__name__}); please report it with the "
-                                            "statement that caused it"))
+    except Exception as e:  # noqa: BLE001  (a bug: say so without its text, which may quote data; keep the REPL)
+        if watch.count:
+            return _interrupted(state)
+        state.console.write(render_error(internal_error(e), where))
         return False
     rendered = render_result(res, state.mode, stmt, state.results.width)
     if rendered:
@@ -299,6 +302,12 @@ def _run_one(state: ReplState, stmt: Any, text: str, where: str) -> bool:
 
 
 # -- dot-commands -----------------------------------------------------------------------------------------------
+def _interrupted(state: ReplState) -> bool:
+    state.console.write([("class:warning", "interrupted: the statement was abandoned and its budget refunded "
+                                           "unless it had read private data (SHOW BUDGET tells what remains)")])
+    return False
+
+
 def _dot_command(state: ReplState, line: str) -> bool:
     name, _, arg = line.partition(" ")
     name, arg = name.lower(), arg.strip()

@@ -29,6 +29,11 @@ def _pos() -> Pos:
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
+# How deeply an expression may nest (parentheses, NOT, an AND inside an OR ...). A chain of one operator
+# (a OR b OR c ...) counts as one level however long it is. The limit keeps every walk over an expression
+# (unparse, planner, DuckDB's parser) far below Python's and DuckDB's recursion limits.
+MAX_NESTING = 100
+
 RESERVED = ("EPSILON", "DELTA", "OPTIONS", "EXPLAIN", "EVALUATE")
 KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "AS", "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL",
             "TRUE", "FALSE", "CREATE", "TABLE", "PUBLIC", "PRIVATE", "INTEGER", "BOOLEAN", "DEFAULT", "PRIVACY",
@@ -156,7 +161,35 @@ class BoolOp:
     pos: Pos = _pos()
 
     def sql(self) -> str:
-        return f"{_paren(self.left, self.op)} {self.op} {_paren(self.right, self.op)}"
+        return f" {self.op} ".join(_paren(e, self.op) for e in operands(self))
+
+    # Equality, hash and repr walk a chain iteratively (the generated ones recurse once per operand, and a
+    # WHERE of thousands of ORs would exhaust the stack). AND and OR are associative, so two chains are
+    # equal when their operands are: `(a OR b) OR c` == `a OR (b OR c)`, both unparsed as `a OR b OR c`.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BoolOp):
+            return NotImplemented
+        mine, theirs = operands(self), operands(other)
+        return self.op == other.op and len(mine) == len(theirs) and all(a == b for a, b in zip(mine, theirs))
+
+    def __hash__(self) -> int:
+        return hash((self.op, *operands(self)))
+
+    def __repr__(self) -> str:
+        return f"BoolOp({self.op!r}, {operands(self)!r})"
+
+
+def operands(e: BoolOp) -> list["Expr"]:
+    """The operands of a chain of ``e``'s operator (``a OR b OR c``), left to right. Iterative: a generated
+    WHERE of thousands of ORs is one chain, and must not exhaust Python's stack."""
+    out, todo = [], [e]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, BoolOp) and node.op == e.op:
+            todo += [node.right, node.left]
+        else:
+            out.append(node)
+    return out
 
 
 def _paren(e: "Expr", parent_op: str | None = None) -> str:
@@ -169,15 +202,36 @@ def _paren(e: "Expr", parent_op: str | None = None) -> str:
 Expr = Union[Literal, ColumnRef, Comparison, InList, Between, IsNull, Not, BoolOp]
 
 
+_CHILDREN = {Comparison: ("left", "right"), InList: ("operand",), Between: ("operand", "low", "high"),
+             IsNull: ("operand",), Not: ("operand",), BoolOp: ("left", "right")}
+
+
+def children(e: Expr) -> list[Expr]:
+    """The direct sub-expressions of ``e``, left to right ([] for a column or a literal)."""
+    return [getattr(e, name) for name in _CHILDREN.get(type(e), ())]
+
+
 def columns_of(e: Expr) -> list[ColumnRef]:
-    """Every column reference inside an expression, in order."""
-    if isinstance(e, ColumnRef):
-        return [e]
-    if isinstance(e, Literal):
-        return []
-    subs = {Comparison: ("left", "right"), InList: ("operand",), Between: ("operand", "low", "high"),
-            IsNull: ("operand",), Not: ("operand",), BoolOp: ("left", "right")}[type(e)]
-    return [c for s in subs for c in columns_of(getattr(e, s))]
+    """Every column reference inside an expression, in order (iteratively, however long the expression)."""
+    found, todo = [], [e]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ColumnRef):
+            found.append(node)
+        todo += reversed(children(node))
+    return found
+
+
+def nesting(e: Expr) -> int:
+    """How deeply ``e`` nests, counting a chain of one operator (``a OR b OR c``) as one level."""
+    deepest, todo = 0, [(e, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        for child in children(node):
+            chained = isinstance(node, BoolOp) and isinstance(child, BoolOp) and child.op == node.op
+            todo.append((child, depth if chained else depth + 1))
+    return deepest
 
 
 # ---- SELECT -----------------------------------------------------------------------------------------------
@@ -328,6 +382,8 @@ Domain = Union[RangeDomain, SetDomain, BooleanDomain]
 
 
 def _num(x: float) -> str:
+    if isinstance(x, int):  # exact, and no float() of an integer too large for a float
+        return repr(x)
     return repr(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(x)
 
 

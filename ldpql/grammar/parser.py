@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from importlib import resources
 
 import lark
-from lark import Transformer, v_args
+from lark import Transformer_NonRecursive, v_args
 
-from ldpql.errors import ParseError, did_you_mean
+from ldpql.errors import InternalError, ParseError, did_you_mean
 from ldpql.grammar import ast
 
-from ldpql.grammar.ast import KEYWORDS, RESERVED
+from ldpql.grammar.ast import KEYWORDS, MAX_NESTING, RESERVED
 
 # Readable names for lark's terminal names in "expected ..." messages.
 _TERMINALS = {"NAME": "a name", "QUOTED_NAME": "a quoted name", "STRING": "a 'string'",
@@ -60,6 +61,11 @@ def parse(text: str) -> list[ast.Statement]:
     >>> parse("SELECT LDP_MIN(age) EPSILON 1 FROM people")[0].sql()
     'SELECT LDP_MIN(age) FROM people EPSILON 1'
     """
+    if not isinstance(text, str):
+        raise ParseError(f"a statement must be text (str), not {type(text).__name__}",
+                         hint="decode bytes first (data.decode('utf-8'))" if isinstance(text, (bytes, bytearray))
+                         else "pass the statement as a str, e.g. con.sql('SHOW TABLES')")
+    _check_encodable(text)
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as e:
@@ -72,7 +78,24 @@ def parse(text: str) -> list[ast.Statement]:
     except lark.exceptions.VisitError as e:  # unwrap errors raised inside the transformer
         if isinstance(e.orig_exc, ParseError):
             raise e.orig_exc from None
-        raise
+        # anything else is a bug of the transformer: report it as one, never as a lark traceback
+        raise InternalError(f"the parser failed on this statement ({type(e.orig_exc).__name__})") from e.orig_exc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_encodable(text: str) -> None:
+    """A lone surrogate (from a bad decode) is not text: DuckDB, SQLite and the terminal all fail on it later,
+    so the parser refuses it here, with a caret."""
+    bad = _SURROGATE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise ParseError(f"the statement contains an invalid character (U+{ord(bad.group()):04X}, a lone surrogate)",
+                         hint="the text was probably decoded with errors='surrogateescape'; decode it as UTF-8",
+                         text=shown, line=line, column=column)
 
 
 def parse_one(text: str) -> ast.Statement:
@@ -125,14 +148,31 @@ def _tok_pos(tok: lark.Token) -> ast.Pos:
     return ast.Pos(tok.line, tok.column, tok.start_pos, tok.end_pos)
 
 
-def _number(tok: lark.Token) -> int | float:
+def _number(tok: lark.Token, text: str) -> int | float:
+    """The value of a number token. A number beyond a float's range (an integer of 309 digits, 1e999) is a
+    ParseError at the token: every number of the language (ε, δ, domains, options) is used as a float, and
+    `1e999` must not silently mean INF."""
     s = str(tok)
-    return int(s) if s.lstrip("+-").isdigit() else float(s)
+    try:
+        value = int(s) if s.lstrip("+-").isdigit() else float(s)
+        in_range = math.isfinite(value) if isinstance(value, float) else abs(value) < _FLOAT_LIMIT
+    except ValueError:  # Python refuses to read integers of more than 4,300 digits
+        value, in_range = None, False
+    if not in_range:
+        raise ParseError(f"the number is out of range ({len(s)} characters)",
+                         hint="numbers must lie within ±1.8e308; write EPSILON INF for no noise (evaluation mode)",
+                         text=text, line=tok.line, column=tok.column, width=min(len(s), 40))
+    return value
+
+
+_FLOAT_LIMIT = 2 ** 1024  # the smallest integer that float() cannot convert
 
 
 @v_args(meta=True)
-class _ToAst(Transformer):
-    """Parse tree to AST; pure (no side effects), one method per grammar rule or alias."""
+class _ToAst(Transformer_NonRecursive):
+    """Parse tree to AST; pure (no side effects), one method per grammar rule or alias. Non-recursive, so a
+    long chain of ORs (a deep parse tree) cannot exhaust Python's stack; real nesting is limited instead
+    (:meth:`_shallow`)."""
 
     def __init__(self, text: str):
         super().__init__()
@@ -140,6 +180,15 @@ class _ToAst(Transformer):
 
     def _error(self, message: str, pos: ast.Pos, hint: str | None = None, width: int = 1) -> ParseError:
         return ParseError(message, hint=hint, text=self.text, line=pos.line, column=pos.column, width=width)
+
+    def _shallow(self, e):
+        """``e`` itself, or a ParseError when it nests deeper than :data:`ast.MAX_NESTING` levels."""
+        depth = ast.nesting(e) if not isinstance(e, ast.NamedArg) else 1
+        if depth > MAX_NESTING:
+            raise self._error(f"the expression nests too deeply ({depth} levels; at most {MAX_NESTING})",
+                              _expr_pos(e), hint="remove redundant parentheses or NOTs; a chain such as "
+                              "a OR b OR c counts as one level, and x IN (...) replaces many ORs")
+        return e
 
     def start(self, meta, children):
         return [c for c in children if c is not None]
@@ -158,7 +207,7 @@ class _ToAst(Transformer):
         return ast.Literal(str(children[0])[1:-1].replace("''", "'"), _pos(meta))
 
     def number(self, meta, children):
-        return ast.Literal(_number(children[0]), _pos(meta))
+        return ast.Literal(_number(children[0], self.text), _pos(meta))
 
     def true(self, meta, children):
         return ast.Literal(True, _pos(meta))
@@ -205,7 +254,7 @@ class _ToAst(Transformer):
         return children
 
     def call(self, meta, children):
-        name, args = children[0], children[1] or []
+        name, args = children[0], [self._shallow(a) for a in children[1] or []]
         positional = tuple(a for a in args if not isinstance(a, ast.NamedArg))
         named = tuple(a for a in args if isinstance(a, ast.NamedArg))
         seen_named = False
@@ -226,7 +275,7 @@ class _ToAst(Transformer):
         return ("table", children[0])
 
     def where_clause(self, meta, children):
-        return ("where", children[0])
+        return ("where", self._shallow(children[0]))
 
     def group_clause(self, meta, children):
         return ("group_by", tuple(children))
@@ -266,7 +315,7 @@ class _ToAst(Transformer):
         return ast.Explain(children[0], _pos(meta))
 
     def evaluate(self, meta, children):
-        repeat = int(children[1]) if children[1] is not None else 100
+        repeat = _number(children[1], self.text) if children[1] is not None else 100
         return ast.Evaluate(children[0], repeat, _pos(meta))
 
     # -- create table
@@ -305,7 +354,7 @@ class _ToAst(Transformer):
         return ("budget", (eps.value, delta.value if delta is not None else None))
 
     def rounds(self, meta, children):
-        return ("rounds", int(children[0]))
+        return ("rounds", _number(children[0], self.text))
 
     def create_table(self, meta, children):
         name, source, columns, *clauses = children

@@ -131,7 +131,9 @@ def test_a_bug_in_the_engine_does_not_end_the_repl(state, monkeypatch):
         raise RuntimeError("boom")
     monkeypatch.setattr(state.con, "run", boom)
     assert repl.execute(state, "SHOW TABLES;")
-    assert "boom" in said(state)
+    out = said(state)
+    # reported as an internal error by type only: an unexpected exception's text may quote private data
+    assert "Internal Error" in out and "RuntimeError" in out and "boom" not in out
 
 
 def test_help_lists_everything_from_the_registries(state):
