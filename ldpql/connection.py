@@ -62,8 +62,10 @@ def connect(ledger: str | None = None, seed: int | None = None, evaluation: bool
     return Connection(ledger, seed, evaluation, database, progress, role)
 
 
-def _check_arguments(ledger, seed, evaluation, database, role) -> None:
+def _check_arguments(ledger, seed, evaluation, database, role, progress=None) -> None:
     """Argument types and roles, checked before anything is opened."""
+    if progress is not None and not callable(progress):
+        raise PlanError(f"progress must be a function progress(fraction, message), not {progress!r}")
     for name, value in (("ledger", ledger), ("database", database)):
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise CatalogError(f"{name} must be a path, not {type(value).__name__}")
@@ -91,7 +93,7 @@ class Connection:
 
     def __init__(self, ledger: str | None = None, seed: int | None = None, evaluation: bool = False,
                  database: str | None = None, progress: Progress | None = None, role: str = "owner"):
-        _check_arguments(ledger, seed, evaluation, database, role)
+        _check_arguments(ledger, seed, evaluation, database, role, progress)
         self.duck = _open_duckdb(None if database is None else str(database))
         self.database = None if database is None else os.path.abspath(str(database))
         self.catalog = cat.Catalog()
@@ -507,7 +509,7 @@ def _check_register(name, private, public, budget, delta, privacy_unit, rounds) 
         raise bad("name", name, "a table name")
     if private is not None and not isinstance(private, dict):
         raise bad("private", private, "a dict of column -> domain")
-    if public is not None and (isinstance(public, str) or not all(isinstance(c, str) for c in public)):
+    if public is not None and (not isinstance(public, (list, tuple, set)) or not all(isinstance(c, str) for c in public)):
         raise bad("public", public, "a list of column names")
     for what, value in (("budget", budget), ("delta", delta)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
