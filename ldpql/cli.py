@@ -137,6 +137,8 @@ def _run_statement(con: ldpql.Connection, stmt, text: str, fmt: str, bar: Progre
     except Exception as e:  # noqa: BLE001  (ldpql.Error is the user's; anything else is reported, not traced)
         bar.clear()
         if watch.count > seen:  # Ctrl-C, surfacing as DuckDB's or the API's own exception
+            if isinstance(e, ldpql.Error) and e.context.get("charge_kept"):
+                print(e, file=sys.stderr)   # it had read private data: its charge stands, and it says so
             return _interrupted(*where, finished=False)
         _print_error(e if isinstance(e, ldpql.Error) else internal_error(e), stmt, where)
         return 1

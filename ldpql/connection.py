@@ -276,7 +276,7 @@ class Connection:
         raise ExecuteError(f"the statement {failure} after it had read private data, so its charge of ε = "
                            f"{p.epsilon:g} per user stands (charge on touch)",
                            hint="the details are withheld because they could depend on private values; "
-                                "SHOW LEDGER lists the charge")
+                                "SHOW LEDGER lists the charge", context={"charge_kept": charge})
 
     @contextlib.contextmanager
     def _snapshot(self, table: cat.Table):

@@ -284,7 +284,7 @@ def _run_one(state: ReplState, stmt: Any, text: str, where: str) -> bool:
     except KeyboardInterrupt:
         return _interrupted(state)
     except ldpql.Error as e:
-        if watch.count:
+        if watch.count and not e.context.get("charge_kept"):   # a kept charge is said by the error itself
             return _interrupted(state)
         state.console.write(render_error(e, where))
         return False
