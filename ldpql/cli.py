@@ -25,8 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog='example: ldpql --demo -c "SELECT LDP_HISTOGRAM(city) EPSILON 1 FROM people"')
     p.add_argument("script", nargs="?", help="a .sql script to run ('-' reads standard input)")
     p.add_argument("-c", "--command", help="statements to run, separated by ';'")
-    p.add_argument("--ledger", help="budget ledger file (SQLite; created if missing). Default: in memory")
-    p.add_argument("--seed", type=int, help="make the noise reproducible")
+    p.add_argument("--ledger", help="budget ledger file (SQLite; created if missing), which also keeps the owner's "
+                   "declarations. Default: $LDPQL_LEDGER, else $XDG_DATA_HOME/ldpql/ledger.ldpql or "
+                   "~/.local/share/ldpql/ledger.ldpql; ':memory:' keeps nothing (and says so). With --demo and no "
+                   "--ledger: in memory")
+    p.add_argument("--analyst", action="store_true", help="an analyst session: query the tables the data owner "
+                   "declared in the ledger, nothing else (no CREATE/ALTER/DROP, seeds or evaluation)")
+    p.add_argument("--seed", type=int, help="make the noise reproducible (evaluation mode only: needs --evaluate)")
     p.add_argument("--evaluate", action="store_true", help="evaluation mode: allow EVALUATE and EPSILON INF "
                    "(true answers; never for releases)")
     p.add_argument("--demo", action="store_true", help="declare the embedded demo table `people`")
@@ -228,11 +233,38 @@ def _main(args: argparse.Namespace, watch: InterruptWatch) -> int:
     return prompt(con, args.format, bar)
 
 
+def default_ledger() -> str:
+    """The persistent ledger the command uses unless told otherwise: ``$LDPQL_LEDGER``, else
+    ``$XDG_DATA_HOME/ldpql/ledger.ldpql``, else ``~/.local/share/ldpql/ledger.ldpql`` (its folder is created)."""
+    path = os.environ.get("LDPQL_LEDGER")
+    if not path:
+        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        path = os.path.join(base, "ldpql", "ledger.ldpql")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return path
+
+
+def _ledger(args: argparse.Namespace) -> str | None:
+    """The ledger to open: --ledger (':memory:' for none), else in memory for the demo, else the default file."""
+    if args.ledger is not None:
+        return None if args.ledger == ":memory:" else args.ledger
+    return None if args.demo else default_ledger()
+
+
 def _open(args: argparse.Namespace, progress) -> ldpql.Connection | None:
     """The connection (with the demo table if asked), or None after printing why it could not be opened."""
+    if args.analyst and args.demo:
+        print("Error: --demo declares a table, which is the data owner's act; an --analyst session queries the "
+              "tables declared in its ledger", file=sys.stderr)
+        return None
+    ledger = _ledger(args)
+    if ledger is None:
+        print("note: the budget ledger is in memory: spend is forgotten when this command ends" +
+              (" (the demo's default; --ledger PATH keeps it)" if args.demo and args.ledger is None else ""),
+              file=sys.stderr)
     try:
-        con = ldpql.connect(ledger=args.ledger, seed=args.seed, evaluation=args.evaluate, database=args.database,
-                            progress=progress)
+        con = ldpql.connect(ledger=ledger, seed=args.seed, evaluation=args.evaluate, database=args.database,
+                            progress=progress, role="analyst" if args.analyst else "owner")
         if args.demo:
             from ldpql import demo
             demo.load(con)

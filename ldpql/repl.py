@@ -131,9 +131,10 @@ STATEMENTS = {
     "SHOW": ("SHOW TABLES | SHOW BUDGET [t] | SHOW LEDGER [t]", "tables, budget left, every charge"),
     "DESCRIBE": ("DESCRIBE t", "columns, visibility and declared domains"),
     "USE": ("USE t", "the default table of statements without FROM"),
-    "SET": ("SET option = value", "a session default for an OPTIONS key (seed, confidence, ...)"),
-    "ALTER": ("ALTER TABLE t SET BUDGET EPSILON e [DELTA d]", "change a budget (logged in the ledger)"),
-    "DROP": ("DROP TABLE t", "forget a declaration (never its spend)"),
+    "SET": ("SET option = value", "a session default for an OPTIONS key (confidence, ...; seed in evaluation mode)"),
+    "ALTER": ("ALTER TABLE t SET BUDGET EPSILON e [DELTA d] | SET COLUMN c PUBLIC | SET COLUMN c PRIVATE <domain> | "
+              "SET PRIVACY UNIT c", "the data owner changes a budget or a declaration (logged in the ledger)"),
+    "DROP": ("DROP TABLE t", "forget a declaration (never its spend); the data owner's"),
 }
 
 DOT_HELP = {
@@ -149,7 +150,8 @@ DOT_HELP = {
 }
 
 KEYS_HELP = ("Enter runs a statement that ends with ';' (Alt-Enter runs whatever is typed); Tab completes; "
-             "Ctrl-R searches the history; Ctrl-C abandons a running statement (its budget is refunded); "
+             "Ctrl-R searches the history; Ctrl-C abandons a running statement (refunded if it had not yet read "
+             "private data; else its charge stands); "
              "Ctrl-D leaves.")
 
 

@@ -32,6 +32,15 @@ PEOPLE_COLUMNS = ("age PRIVATE INTEGER BETWEEN 0 AND 120, income PRIVATE BETWEEN
                   "city PRIVATE IN ('Lyon', 'Nice', 'Paris'), smoker PRIVATE BOOLEAN, region PUBLIC")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_data_home(tmp_path_factory):
+    """The CLI keeps its ledger (and the REPL its history) in the user's data directory: the suite uses its own,
+    so that it never reads or spends a developer's real budget (subprocesses inherit the variable)."""
+    import os
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("data_home"))
+    os.environ.pop("LDPQL_LEDGER", None)
+
+
 MIN_TESTS = 400  # the whole suite collects at least this many: a module silently not collected shows up
 
 

@@ -113,3 +113,34 @@ def test_python_example_runs():
                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert "remaining budget: ε = 1 per user" in out.stdout
+
+
+# ---- the default ledger and the analyst role (issue 10) ------------------------------------------------------------
+
+def test_the_default_ledger_persists_and_an_analyst_queries_the_owners_tables(tmp_path, people_csv):
+    env_home = os.environ["XDG_DATA_HOME"]
+    declared = ldpql("-c", f"CREATE TABLE p FROM '{people_csv}' (income PRIVATE BETWEEN 0 AND 250000, region "
+                     "PUBLIC) BUDGET EPSILON 2")
+    assert declared.returncode == 0, declared.stderr
+    assert os.path.exists(os.path.join(env_home, "ldpql", "ledger.ldpql"))
+    spent = ldpql("--analyst", "-c", "SELECT LDP_MEAN(income) FROM p EPSILON 1.5")
+    assert spent.returncode == 0 and "ledger " in spent.stdout, spent.stderr
+    refused = ldpql("--analyst", "-c", "SELECT LDP_MEAN(income) FROM p EPSILON 1")
+    assert refused.returncode == 1 and "remaining  ε = 0.5" in refused.stderr
+    for owner_only in ("ALTER TABLE p SET BUDGET EPSILON 9", f"CREATE TABLE q FROM '{people_csv}'", "DROP TABLE p"):
+        out = ldpql("--analyst", "-c", owner_only)
+        assert out.returncode == 1 and "analyst" in out.stderr
+    assert ldpql("--analyst", "--demo", "-c", "SHOW TABLES").returncode == 1
+
+
+def test_memory_ledger_is_said_and_the_demo_one_liner_repeats():
+    for _ in range(3):   # the README's command, run again and again: the demo keeps an in-memory ledger
+        out = ldpql("--demo", "-c", "SELECT LDP_HISTOGRAM(city) EPSILON 1 FROM people; SELECT region, "
+                    "LDP_MEAN(income) FROM people GROUP BY region EPSILON 1; SHOW BUDGET people")
+        assert out.returncode == 0 and "in memory" in out.stderr, out.stderr
+    assert "in memory" in ldpql("--ledger", ":memory:", "-c", "SHOW TABLES").stderr
+
+
+def test_a_seed_needs_evaluation_mode():
+    out = ldpql("--demo", "--seed", "3", "-c", "SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    assert out.returncode == 1 and "evaluation" in out.stderr
