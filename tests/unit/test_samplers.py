@@ -150,6 +150,45 @@ def test_rare_events_happen_at_the_realised_rate(make):
     assert expected > 100 and abs(seen - expected) < 5 * math.sqrt(expected)
 
 
+class _Uniforms:
+    """A generator whose ``random()`` returns one chosen value (everything else from a real generator): puts a
+    sampler's comparison exactly on either side of the threshold the audit reads."""
+
+    def __init__(self, u: float):
+        self.u, self._rng = u, np.random.default_rng(0)
+
+    def random(self, n):
+        return np.full(n, self.u)
+
+    def __getattr__(self, name):
+        return getattr(self._rng, name)
+
+
+def _sides(k: int) -> tuple[_Uniforms, _Uniforms]:
+    """Uniforms (k-1)/2^53 (below the threshold k/2^53: the rare event happens) and k/2^53 (it does not)."""
+    return _Uniforms(math.ldexp(k - 1, -53)), _Uniforms(math.ldexp(k, -53))
+
+
+def test_samplers_compare_uniforms_with_exactly_the_threshold_the_audit_reads():
+    """At the cap: one step of 2^-53 below the audited threshold the rare event happens, at it it does not.
+    (The sampler before issue #10 drew the keep, ``random() < p``: it never flipped on a small uniform.)"""
+    eps = EPSILON_CAP
+    k = int(RandomizedResponse(eps).realised_distribution(0)[1] * 2 ** 53)
+    lo, hi = _sides(k)
+    assert np.all(flip(np.zeros(50, np.int8), eps, lo) == 1) and np.all(flip(np.zeros(50, np.int8), eps, hi) == 0)
+    r = KSubset(eps, 5, 2)
+    lo, hi = _sides(r.miss_threshold)
+    assert not r.randomize(np.zeros(50, np.int64), lo)[:, 0].any() and r.randomize(np.zeros(50, np.int64), hi)[:, 0].all()
+    r = HadamardResponse(eps, 3)
+    lo, hi = _sides(k)
+    assert np.all(r.hits(r.aggregate(r.randomize(np.zeros(50, np.int64), lo))) < 50)
+    assert r.hits(r.aggregate(r.randomize(np.zeros(50, np.int64), hi)))[0] == 50
+    r = Piecewise(eps)
+    lo, hi = _sides(int(Fraction(r.outside) * 2 ** 53))
+    left, right = r._interval(np.float64(1.0))
+    assert np.all(r.randomize(np.ones(50), lo) < left) and np.all(r.randomize(np.ones(50), hi) >= left)
+
+
 # ---- the old failure, and the audit catching it ----------------------------------------------------------------
 
 class _OldSamplerRR(RandomizedResponse):
