@@ -12,13 +12,58 @@ returns, its value is an :class:`Estimate`. This module is pure numpy: no DuckDB
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Callable, ClassVar, Generator, Iterable
 
 import numpy as np
 
 REGISTRY: dict[str, type["Randomizer"]] = {}
+
+EPSILON_CAP = 30.0
+"""The largest ε any one local randomizer runs at (DESIGN §4.5: samplers keep their ε as they run).
+
+Why 30: at ε = 30 a randomized-response bit is flipped with probability 1/(1+e^30) ≈ 9.4e-14, so among even
+10^10 users the expected number of reports that are not the true value is below 10^-3: beyond the cap a
+report *is* the value itself for any practical n, and more ε buys no accuracy. And the rare event is then
+only ~843 steps of the 2^-53 grid on which ``Generator.random()`` draws (1 step at ε ≈ 36.7, 0 beyond, which
+is how ``EPSILON 40`` once released every user's exact bit): below the cap every sampler resolves its rare
+event to within ~1e-3 of ε, and the realised-ε audit (:func:`ldpql.audit.realised_audit`) checks all of them
+up to it. The planner refuses larger ε before anything runs; constructors refuse it as an internal invariant.
+"""
+
+UNIFORM_BITS = 53  # Generator.random() returns k/2^53, k uniform on 0..2^53-1
+
+
+def check_epsilon(name: str, epsilon: float) -> None:
+    """Refuse ε outside (0, EPSILON_CAP]: every randomizer's constructor calls this first (an internal
+    invariant; the planner refuses such statements with a PlanError before any randomizer is built)."""
+    if not 0 < epsilon <= EPSILON_CAP:
+        raise ValueError(f"{name} needs 0 < epsilon <= EPSILON_CAP = {EPSILON_CAP:g}, got epsilon={epsilon}")
+
+
+def grid_ceil(probability: float, bits: int = UNIFORM_BITS) -> int:
+    """⌈probability·2^bits⌉, for an event drawn as "uniform integer below it": its realised probability is this
+    count over 2^bits, never below ``probability``. The relative margin 2^-50 (8 ulps) covers the rounding of
+    exp and division in the float ``probability``, so the count is at least the exact real value too."""
+    return math.ceil(math.ldexp(probability, bits) * (1 + 2.0 ** -50))
+
+
+def log_exact(value: Fraction) -> float:
+    """ln of an exact positive rational, to a double's precision (``float()`` of a Fraction rounds correctly;
+    beyond a double's range, the logs of numerator and denominator)."""
+    try:
+        return math.log(float(value))
+    except (OverflowError, ValueError):
+        return math.log(value.numerator) - math.log(value.denominator)
+
+
+def below(probability: float, bits: int = UNIFORM_BITS) -> Fraction:
+    """The exact probability that a uniform k/2^bits (k uniform on 0..2^bits-1) is below the float
+    ``probability``: ⌈probability·2^bits⌉/2^bits (the scaling is exact, so so is the ceiling)."""
+    return Fraction(math.ceil(math.ldexp(float(probability), bits)), 1 << bits)
 
 
 def register(cls: type["Randomizer"]) -> type["Randomizer"]:
@@ -74,10 +119,26 @@ class Randomizer(ABC):
         """Output density at points ``y`` for input ``x`` (continuous output spaces)."""
         raise TypeError(f"{self.name} has a finite output")
 
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        """Exact probabilities of every output for input ``x`` *as the sampler draws them* (its float thresholds
+        as rationals: ⌈p·2^53⌉/2^53 for ``random()`` comparisons, ⌈p·2^w⌉/2^w for w-bit integer ones, exact
+        for ``rng.integers``), in the order of :meth:`output_distribution`. DESIGN §4.5, §5."""
+        raise TypeError(f"{self.name} has a continuous output")
+
+    def realised_density(self, x: float, y: np.ndarray) -> list[Fraction]:
+        """Exact output density at points ``y`` for input ``x`` with the realised probabilities of the sampler's
+        discrete choices (continuous output spaces)."""
+        raise TypeError(f"{self.name} has a finite output")
+
     @classmethod
     @abstractmethod
     def audit_cases(cls) -> Iterable["Randomizer"]:
         """Small instances (several ε and domain sizes) for the exact privacy audit."""
+
+    @classmethod
+    @abstractmethod
+    def realised_cases(cls, epsilon: float) -> Iterable["Randomizer"]:
+        """Small instances at ``epsilon`` for the realised-ε audit, which sweeps ε up to :data:`EPSILON_CAP`."""
 
     def audit_inputs(self) -> np.ndarray:
         """The inputs the audit compares: every input of a finite domain, a grid on [-1, 1] otherwise."""
@@ -109,9 +170,10 @@ def debiased_total_variance(d: int, n: int, p: float, q: float) -> float:
 
 
 def check_categorical(name: str, epsilon: float, d: int) -> None:
-    """Validate the parameters of a mechanism over d categories: ε > 0 and d ≥ 2."""
-    if not epsilon > 0 or d < 2:
-        raise ValueError(f"{name} needs epsilon > 0 and d >= 2, got epsilon={epsilon}, d={d}")
+    """Validate the parameters of a mechanism over d categories: 0 < ε <= EPSILON_CAP and d ≥ 2."""
+    check_epsilon(name, epsilon)
+    if d < 2:
+        raise ValueError(f"{name} needs d >= 2, got d={d}")
 
 
 class HitRates:

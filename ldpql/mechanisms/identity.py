@@ -49,3 +49,7 @@ class Identity(Randomizer):
     @classmethod
     def audit_cases(cls):
         return []
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return []

@@ -15,17 +15,22 @@ bitmap (a set: no order that could reveal x), summed per column by the aggregato
 No exact-aggregate path: one user's k memberships are dependent, and the sum over users has no closed form.
 :func:`independent_counts` is the per-item marginal model of the paper's Table 1 (spec §5.2): a research
 option for reproducing that table, never a simulation of real reports.
-Citations: seed-002-ksubset.md §2 (Def. 2.1, Alg. 1-2, §2.5, Thm 2.1, Thm 3.1), §5.2.
+Privacy as it runs: the sampler draws the rare event, x ∉ Z, directly with probability r = 1 − p rounded up
+to the 2^-53 grid of ``random()``; the subsets are drawn by ``rng.integers`` (exact). So the realised
+Q(Z|x) is (1−r')/C(d−1,k−1) or r'/C(d−1,k), whose ratio ≤ e^ε; the estimator uses the realised hit rates.
+Citations: seed-002-ksubset.md §2 (Def. 2.1, Alg. 1-2, §2.5, Thm 2.1, Thm 3.1), §5.2; DESIGN §4.5.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 
-from ldpql.mechanisms.base import HitRates, Randomizer, debiased_total_variance, register
+from ldpql.mechanisms.base import (UNIFORM_BITS, HitRates, Randomizer, check_epsilon, debiased_total_variance,
+                                   grid_ceil, register)
 from ldpql.mechanisms.information import subset_information
 from ldpql.mechanisms.oue import column_counts
 
@@ -93,7 +98,8 @@ def independent_counts(counts: np.ndarray, p: float, q: float, rng: np.random.Ge
     sum to 1), so for them it is a research option only. ``counts`` may hold one histogram per row (the last
     axis is the items)."""
     counts = np.asarray(counts, dtype=np.int64)
-    return rng.binomial(counts, p) + rng.binomial(counts.sum(axis=-1, keepdims=True) - counts, q)
+    misses = rng.binomial(counts, 1 - p)  # holders who do not report their item: the rare event at large ε
+    return counts - misses + rng.binomial(counts.sum(axis=-1, keepdims=True) - counts, q)
 
 
 def draw_subsets(x: np.ndarray, k: int, d: int, with_x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -133,17 +139,24 @@ class KSubset(HitRates, Randomizer):
     name = "ksubset"
 
     def __init__(self, epsilon: float, d: int, k: int):
-        if not epsilon > 0 or d < 2 or not 1 <= k <= d - 1:
-            raise ValueError(f"k-subset needs epsilon > 0, d >= 2 and 1 <= k <= d-1, got epsilon={epsilon}, "
-                             f"d={d}, k={k}")
+        check_epsilon("k-subset", epsilon)
+        if d < 2 or not 1 <= k <= d - 1:
+            raise ValueError(f"k-subset needs d >= 2 and 1 <= k <= d-1, got d={d}, k={k}")
         self.epsilon, self.input_size, self.subset_size = float(epsilon), int(d), int(k)
         self.report_width = int(d)
-        self.p, self.q = hit_rates(self.input_size, self.subset_size, self.epsilon)
+        r = math.exp(-self.epsilon) * (d - k)
+        self.miss_threshold = grid_ceil(r / (k + r))   # r' = ⌈2^53 (d−k)/(k e^ε + d − k)⌉/2^53 ≥ P(x ∉ Z)
+        miss = self.miss_probability()
+        self.p, self.q = float(1 - miss), float(((1 - miss) * (k - 1) + miss * k) / (d - 1))  # realised hit rates
+
+    def miss_probability(self) -> Fraction:
+        """r', the exact probability that a user's set leaves out its own value (the sampler's rare event)."""
+        return Fraction(self.miss_threshold, 1 << UNIFORM_BITS)
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = np.asarray(x)
-        with_x = rng.random(len(x)) < self.p  # privacy-critical: x ∈ Z w.p. p = k e^ε/(k e^ε + d − k)
-        return draw_subsets(x, self.subset_size, self.input_size, with_x, rng)
+        without_x = rng.random(len(x)) < math.ldexp(self.miss_threshold, -UNIFORM_BITS)  # privacy-critical: x ∉ Z w.p. r'
+        return draw_subsets(x, self.subset_size, self.input_size, ~without_x, rng)
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return column_counts(reports)
@@ -154,9 +167,19 @@ class KSubset(HitRates, Randomizer):
         weights = np.array([e if int(x) in z else 1.0 for z in itertools.combinations(range(d), k)])
         return weights / (math.comb(d - 1, k - 1) * e + math.comb(d - 1, k))
 
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        """Q(Z|x) as the sampler draws it: (1 − r')/C(d−1,k−1) for a set containing x, r'/C(d−1,k) otherwise."""
+        d, k, miss = self.input_size, self.subset_size, self.miss_probability()
+        inside, outside = (1 - miss) / math.comb(d - 1, k - 1), miss / math.comb(d - 1, k)
+        return [inside if int(x) in z else outside for z in itertools.combinations(range(d), k)]
+
     @classmethod
     def audit_cases(cls):
         return [cls(e, d, k) for d in (2, 3, 4, 6, 7) for k in range(1, d) for e in (0.1, math.log(3), 2.5, 8.0)]
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return [cls(epsilon, d, k) for d in (2, 4, 7) for k in range(1, d)]
 
     def __repr__(self) -> str:
         return f"{self.name}(epsilon={self.epsilon:g}, d={self.input_size}, k={self.subset_size})"

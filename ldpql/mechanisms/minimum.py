@@ -23,8 +23,8 @@ ends, integer data), and up to one floating-point rounding step otherwise. To sa
 a grid of 2^d blocks over the current interval (the thresholds of the next d rounds), so d consecutive
 rounds share one count; the randomizer (:class:`ThresholdBit`) turns the block into the round's bit before
 RR. Grids nest exactly on the lattice, which lets the exact path carry counts from one grid to the next.
-Naive baseline (spec §2.6): :class:`LaplaceMin`, every user adds Laplace(width/ε) noise once and the server
-takes the minimum of the noisy values.
+Naive baseline (spec §2.6): :class:`LaplaceMin`, every user adds discrete Laplace noise of scale width/ε once
+(on a lattice, sampled exactly: no floating-point Laplace) and the server takes the minimum of the noisy values.
 Citations: spec seed-000-min.md §2.2-2.7 (Algorithm 2, schedules, maximum, baseline, exact simulation),
 §3 (Theorems 2, 4; Lemma 2), §5 A4-A6, A24, A27.
 """
@@ -35,12 +35,15 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
-from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Reply, Round, add_virtual, register
+from ldpql.mechanisms.base import (Encoding, Estimate, Protocol, Randomizer, Reply, Round, add_virtual, check_epsilon,
+                                   grid_ceil, log_exact,
+                                   register)
 from ldpql.mechanisms.identity import Identity
-from ldpql.mechanisms.rr import RandomizedResponse
+from ldpql.mechanisms.rr import RandomizedResponse, flip_threshold
 
 LOG2_1000 = math.log2(1000.0)
 LN_1000 = math.log(1000.0)
@@ -334,9 +337,16 @@ class ThresholdBit(Randomizer):
     def output_distribution(self, x: float) -> np.ndarray:
         return self.inner.output_distribution(int(x <= self.cut))
 
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        return self.inner.realised_distribution(int(x <= self.cut))
+
     @classmethod
     def audit_cases(cls):
         return [cls(e, cut, size) for e in (0.05, 0.5, 1.0, 3.0) for cut, size in ((0, 2), (0, 4), (3, 8), (6, 8))]
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return [cls(epsilon, cut, size) for cut, size in ((0, 2), (3, 8))]
 
     def __repr__(self) -> str:
         return f"{self.name}(epsilon={self.epsilon:g}, block <= {self.cut} of {self.input_size})"
@@ -427,31 +437,69 @@ class MinSummary(float):
     __radd__ = __add__
 
 
+LAPLACE_LATTICE_BITS = 12   # the baseline's reports lie on -1 + j·2/M, M = 2^12 cells over [-1, 1]
+
+
+@functools.lru_cache(maxsize=64)
+def _remainder_numerators(thresholds: tuple[int, ...]) -> tuple[int, ...]:
+    """P(R = r)·2^(53m) for r = 0..2^m-1, where bit j of R is 1 w.p. thresholds[j]/2^53 independently."""
+    out = [1]
+    for k in thresholds:  # bit j doubles the table: r without bit j, then r with it
+        out = [v * ((1 << 53) - k) for v in out] + [v * k for v in out]
+    return tuple(out)
+
+
 @register
 class LaplaceMin(Randomizer):
-    """Laplace mechanism on x in [-1, 1] (scale 2/ε: sensitivity 2); the summary is the smallest report.
+    """Discrete Laplace on a lattice for x in [-1, 1]; the summary is the smallest report (spec §2.6 baseline).
 
-    Privacy: ε-LDP, the density ratio of two inputs is e^{(|y-x'| - |y-x|)/b} ≤ e^{2/b} = e^ε. Utility: the
-    minimum of n noisy values sits about b·(H_n - ln 2) below the data (all users at the minimum), far
-    outside the domain: the reason the bisection exists. Continuous output: audited through its density."""
+    Privacy: ε-LDP *as the sampler runs* (DESIGN §4.5: no floating-point Laplace, whose set of reachable floats
+    identified the input, Mironov 2012). Chosen over Mironov's snapping mechanism because its realised pmf is
+    known exactly and its ε is exactly what it claims, without a correctly rounded log. The user snaps x to the
+    lattice k = round((x+1)M/2) ∈ {0..M} (data-only; sensitivity M steps) and reports -1 + (k + G1 - G2)·2/M
+    with G1, G2 independent copies of G = M·Q + R: R's m bits are independent, bit j being 1 w.p.
+    β_j = 1/(1 + e^{ε2^j/M}) (RR's flip probability at ε2^j/M, rounded up: :func:`~ldpql.mechanisms.rr.flip_probability`),
+    so R is the geometric ∝ α^r on 0..M-1, α = e^{-ε/M}; Q counts coins that continue w.p. ρ' = ⌈e^{-ε}·2^53⌉/2^53
+    ≥ e^{-ε} (rounded up: more noise) until one stops. Every integer is reachable from every input. With
+    c = max over shifts 0 ≤ s ≤ M and g of P(G=g)/P(G=g+s), P(Z=z) ≤ c·P(Z=z±s) for Z = G1 - G2 (sum over
+    g2, and symmetry), so the realised ε is ln c; :meth:`realised_epsilon` computes it exactly, and it is
+    ln(1/ρ') ≤ ε (a shift by M moves Q by one, exactly), tight: for z ≥ 0, P(Z=z+M) = ρ'·P(Z=z).
+    Utility: the noise has variance 8/ε² (that of Laplace(2/ε)); the minimum of n reports sits about
+    b(H_n - ln 2) below the data, b = 2/ε (:func:`laplace_error`), far outside the domain: the reason the
+    bisection exists. Runtime: O(n(m + 1/(1 - e^{-ε}))) coins, vectorised over users.
+    Citations: seed-000-min.md §2.6; Mironov, CCS 2012; Canonne, Kamath, Steinke 2020 (discrete Laplace)."""
 
     name = "laplace_min"
     estimates = "min"
 
-    def __init__(self, epsilon: float):
-        if not epsilon > 0:
-            raise ValueError(f"epsilon must be positive, got {epsilon}")
-        self.epsilon = float(epsilon)
-        self.b = 0.0 if math.isinf(self.epsilon) else 2.0 / self.epsilon
+    def __init__(self, epsilon: float, lattice_bits: int = LAPLACE_LATTICE_BITS):
+        check_epsilon("laplace_min", epsilon)
+        self.epsilon, self.lattice_bits = float(epsilon), int(lattice_bits)
+        self.cells = 1 << self.lattice_bits
+        self.b = 2.0 / self.epsilon   # the noise's scale in the encoded units, as Laplace(b)
+        self.bit_thresholds = tuple(flip_threshold(self.epsilon * (1 << j) / self.cells) for j in range(self.lattice_bits))
+        self.carry_threshold = grid_ceil(math.exp(-self.epsilon))
 
-    @property
-    def C(self) -> float:
-        """Reports beyond ±C are rarer than 1e-4 for any input in [-1, 1] (the audit's density grid spans it)."""
-        return 1.0 + self.b * math.log(1e4)
+    def _geometric(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n draws of G = M·Q + R (privacy-critical: the realised pmf is what :meth:`realised_epsilon` reads)."""
+        g = np.zeros(n, dtype=np.int64)
+        for j, k in enumerate(self.bit_thresholds):
+            bit = rng.random(n) < math.ldexp(k, -53)                 # bit j of R w.p. β_j' = k/2^53
+            g += bit.view(np.int8).astype(np.int64) << j
+        alive, carry = np.arange(n), math.ldexp(self.carry_threshold, -53)
+        while alive.size:                                            # Q: continue w.p. ρ', stop otherwise
+            alive = alive[rng.random(alive.size) < carry]
+            g[alive] += self.cells
+        return g
+
+    def lattice(self, x: np.ndarray) -> np.ndarray:
+        """The user's lattice point k = round((x+1)M/2), 0..M (a deterministic function of its own value)."""
+        k = np.rint((np.clip(np.asarray(x, dtype=float), -1, 1) + 1) * (self.cells / 2))
+        return k.astype(np.int64)
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = np.asarray(x, dtype=float)
-        return x + rng.laplace(0.0, self.b, len(x)) if self.b > 0 else x.copy()
+        y = self.lattice(x) + self._geometric(len(x), rng) - self._geometric(len(x), rng)
+        return y * (2.0 / self.cells) - 1.0   # post-processing: every report is on the same lattice
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         low = float(np.min(reports)) if len(reports) else math.inf
@@ -463,12 +511,76 @@ class LaplaceMin(Randomizer):
     def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
         return np.full(np.shape(truth), np.nan)
 
-    def density(self, x: float, y: np.ndarray) -> np.ndarray:
-        return np.exp(-np.abs(np.asarray(y) - x) / self.b) / (2 * self.b)
+    # -- the realised pmf, exactly -----------------------------------------------------------------------------
+    @functools.cached_property
+    def _remainder(self) -> tuple[list[Fraction], Fraction]:
+        """P(R = r) for r = 0..M-1 and ρ', as exact rationals."""
+        scale = 1 << (53 * self.lattice_bits)
+        return [Fraction(v, scale) for v in _remainder_numerators(self.bit_thresholds)], \
+            Fraction(self.carry_threshold, 1 << 53)
+
+    def realised_epsilon(self) -> float:
+        """ln c, c = max(1/ρ', max_{r ≤ r'} P_R(r)/P_R(r'), max_{r > r'} P_R(r)/(ρ' P_R(r'))): every ratio
+        P(G=g)/P(G=g+s), 0 ≤ s ≤ M (exact, O(M) with suffix and prefix minima)."""
+        nums, rho = _remainder_numerators(self.bit_thresholds), Fraction(self.carry_threshold, 1 << 53)
+        worst = 1 / rho
+        suffix, prefix = list(nums), list(nums)
+        for r in range(len(nums) - 2, -1, -1):
+            suffix[r] = min(suffix[r], suffix[r + 1])
+        for r in range(1, len(nums)):
+            prefix[r] = min(prefix[r], prefix[r - 1])
+        for r, v in enumerate(nums):
+            worst = max(worst, Fraction(v, suffix[r]), Fraction(v, prefix[r - 1]) / rho if r else worst)
+        return log_exact(worst)
+
+    def _noise_pmf(self, z: int) -> Fraction:
+        """P(G1 - G2 = z): with |z| = aM + b, (1-ρ')ρ'^a/(1+ρ') · Σ_r P_R(r)·S(b+r), S(v) = P_R(v) below M and
+        ρ'·P_R(v-M) above (summing the geometric Q of both draws in closed form)."""
+        pr, rho = self._remainder
+        a, b = divmod(abs(z), self.cells)
+        total = sum(p * (pr[b + r] if b + r < self.cells else rho * pr[b + r - self.cells]) for r, p in enumerate(pr))
+        return (1 - rho) * rho ** a / (1 + rho) * total
+
+    def _noise_tail(self, t: int) -> Fraction:
+        """P(G1 - G2 ≥ t) for t ≥ 0: P(Z = z + M) = ρ'·P(Z = z) for z ≥ 0, so the tail is M terms over 1 - ρ'."""
+        return sum(self._noise_pmf(t + j) for j in range(self.cells)) / (1 - self._remainder[1])
+
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        """The exact pmf of the lattice report clamped to the window [-2M, 3M] (a post-processing, so its ratios
+        bound nothing beyond the unclamped ones; the clamped ends carry the tails). Beyond the window every
+        ratio repeats with period M (P(Z = z + M) = ρ'·P(Z = z) for z ≥ 0), so the window shows all of them."""
+        k, lo, hi = int(self.lattice(np.array([x]))[0]), -2 * self.cells, 3 * self.cells
+        inner = [self._noise_pmf(y - k) for y in range(lo + 1, hi)]
+        return [self._noise_tail(k - lo), *inner, self._noise_tail(hi - k)]
+
+    def audit_inputs(self) -> np.ndarray:
+        return np.linspace(-1.0, 1.0, 2 * self.cells + 1)  # every lattice point, and the values between them
+
+    def output_distribution(self, x: float) -> np.ndarray:
+        return np.array([float(p) for p in self.realised_distribution(x)])
 
     @classmethod
     def audit_cases(cls):
-        return [cls(e) for e in (0.1, 0.5, 1.0, 2.0, 5.0)]
+        return [cls(e, bits) for e in (0.1, 0.5, 1.0, 2.0, 5.0) for bits in (1, 3)]
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return [cls(epsilon, bits) for bits in (1, 3)]
+
+    def __repr__(self) -> str:
+        return f"{self.name}(epsilon={self.epsilon:g}, M=2^{self.lattice_bits})"
+
+
+class ExactMin(Identity):
+    """The noise-off twin of :class:`LaplaceMin` (EPSILON INF, evaluation only): reports the value itself and
+    the summary is the smallest. Not a randomizer (ε = ∞), so not registered."""
+
+    def __init__(self):
+        super().__init__(None, "min")
+
+    aggregate = LaplaceMin.aggregate
+    estimate = LaplaceMin.estimate
+    sample_aggregate = Randomizer.sample_aggregate   # no exact-aggregate path: the per-user path takes the min
 
 
 def laplace_error(n: int, epsilon: float) -> float:
@@ -489,7 +601,7 @@ def laplace_protocol(n: int, epsilon: float, encoding: Encoding, half: float, mi
                      negate: bool = False) -> Protocol:
     """One round: every user reports its value (in [-1, 1], negated for the maximum) plus Laplace noise; the
     answer is the smallest report mapped back (unclamped, as in the paper). No interval: see the note."""
-    randomizer = LaplaceMin(epsilon)
+    randomizer = ExactMin() if math.isinf(epsilon) else LaplaceMin(epsilon)
     reply = yield Round(randomizer, encoding, label="laplace")
     if reply.n == 0:
         nan = np.full(1, np.nan)

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 
-from ldpql.mechanisms.base import HitRates, Randomizer, register
+from ldpql.mechanisms.base import HitRates, Randomizer, check_epsilon, register
 from ldpql.mechanisms.grr import GRR
 
 PRIME = (1 << 31) - 1
@@ -53,8 +54,9 @@ class OLH(HitRates, Randomizer):
     name = "olh"
 
     def __init__(self, epsilon: float, d: int, g: int | None = None, prime: int = PRIME):
+        check_epsilon("OLH", epsilon)
         g = hash_range(epsilon) if g is None else int(g)
-        if not epsilon > 0 or d < 2 or g < 2 or prime <= d:
+        if d < 2 or g < 2 or prime <= d:
             raise ValueError(f"OLH needs epsilon > 0, d >= 2, g >= 2 and a prime above d, got epsilon={epsilon}, "
                              f"d={d}, g={g}, prime={prime}")
         self.epsilon, self.input_size, self.g, self.prime = float(epsilon), int(d), g, int(prime)
@@ -89,9 +91,22 @@ class OLH(HitRates, Randomizer):
             out.extend(self.grr.output_distribution(self.hash(a, b, int(x))))
         return np.array(out) / ((self.prime - 1) * self.prime)
 
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        """As :meth:`output_distribution`, with the inner GRR's realised probabilities ((a, b) are drawn by
+        ``rng.integers``: exactly uniform)."""
+        hashes = (self.prime - 1) * self.prime
+        return [p / hashes for a, b in itertools.product(range(1, self.prime), range(self.prime))
+                for p in self.grr.realised_distribution(self.hash(a, b, int(x)))]
+
     @classmethod
     def audit_cases(cls):
         return [cls(e, d, prime=p) for d, p in ((2, 3), (3, 5), (5, 7)) for e in (0.1, 1.0, 2.5, 6.0)]
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        """Small hash families; g = 2 and 4 (the default g grows to 2^20 at large ε, whose GRR the GRR cases
+        audit at the same ε)."""
+        return [cls(epsilon, d, g=g, prime=p) for d, p in ((2, 3), (3, 5)) for g in (2, 4)]
 
     def __repr__(self) -> str:
         return f"{self.name}(epsilon={self.epsilon:g}, d={self.input_size}, g={self.g})"

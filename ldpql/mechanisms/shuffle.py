@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 
-from ldpql.mechanisms.base import Protocol
+from ldpql.mechanisms.base import EPSILON_CAP, Protocol
 from ldpql.mechanisms.quantile import CoinSpace, nbs_protocol, nbs_steps
 
 SLACK = 0.1  # share of δ spent on the event that some hash-assigned batch is smaller than its bound n_b
@@ -98,12 +98,21 @@ class ShuffleBudget:
 
     @property
     def feasible(self) -> bool:
-        return self.epsilon0 > self.epsilon
+        """Amplification gains (ε₀ > ε) and ε₀ stays within the per-randomizer cap (DESIGN §4.5)."""
+        return self.epsilon < self.epsilon0 <= EPSILON_CAP
+
+    @property
+    def local_epsilon(self) -> float:
+        """The ε each user's RR runs at: ε₀ when feasible, else the local protocol's ε."""
+        return self.epsilon0 if self.feasible else self.epsilon
 
     @property
     def reason(self) -> str:
         if self.feasible:
             return ""
+        if self.epsilon0 > EPSILON_CAP:
+            return (f"its local ε₀ = {self.epsilon0:.4g} would exceed the per-randomizer cap {EPSILON_CAP:g} "
+                    f"(EPSILON_CAP); lower EPSILON, or use model = 'local'")
         return (f"amplification gives no gain: {self.batches} batches of >= {self.batch:,} users allow ε₀ = "
                 f"{self.epsilon0:.3g} <= ε = {self.epsilon:g} at δ = {self.delta:g}")
 
@@ -131,11 +140,11 @@ def shuffle_budget(eps: float, delta: float, n: int, coins: int, mode: str = "ti
 
 def shuffle_nbs_protocol(space: CoinSpace, eps: float, delta: float, tau: float, mode: str = "tight",
                          exact_batches: bool = False) -> Callable[[int], Protocol]:
-    """DpNaiveNBS-Shuffle: DpNaiveNBS whose users run RR at the amplified ε₀ (never below ε)."""
+    """DpNaiveNBS-Shuffle: DpNaiveNBS whose users run RR at the amplified ε₀ (never below ε, never above the cap:
+    otherwise at the local ε, with a note)."""
     def protocol(n: int) -> Protocol:
         budget = shuffle_budget(eps, delta, n, space.size, mode, exact_batches)
-        local = max(budget.epsilon0, eps)
-        est = yield from nbs_protocol(space, eps, tau, paper=mode == "code", rr_epsilon=local,
+        est = yield from nbs_protocol(space, eps, tau, paper=mode == "code", rr_epsilon=budget.local_epsilon,
                                       mechanism="shuffle_nbs")(n)
         if not budget.feasible and n:
             est.note = f"shuffle fell back to local ε = {eps:g}: {budget.reason}"

@@ -2,8 +2,9 @@
 
 Privacy: ε-LDP, tight. A user one-hot encodes its category and sends every bit through the engine's binary
 randomized response (:func:`ldpql.mechanisms.rr.flip`) at ε/2: two inputs differ in two bits, so every
-output's probability changes by at most (e^{ε/2})² = e^ε (spec §3.1, Eq. 7; RAPPOR's one-time response).
-Utility: the true bit is 1 w.p. p = e^{ε/2}/(e^{ε/2}+1), every other bit w.p. q = 1 − p;
+output's probability changes by at most (e^{ε/2})² = e^ε (spec §3.1, Eq. 7; RAPPOR's one-time response). The
+flips are RR's, drawn directly with q rounded up, so the realised ratio ((1−q)/q)² ≤ e^ε as it runs.
+Utility: the true bit is 1 w.p. p = 1 − q, every other bit w.p. q (RR's realised flip probability at ε/2);
 f̂_i = (c_i/n − q)/(p − q) is unbiased (it does not sum to 1), Var(f̂_i) = e^{ε/2}/(n(e^{ε/2} − 1)²) for every
 f_i because p(1 − p) = q(1 − q), and E‖f̂ − f‖² = d·e^{ε/2}/(n(e^{ε/2} − 1)²). BRR is a mixture of k-subset
 mechanisms over k = 0..d, so ℓ2-optimal k-SS is never worse (spec §4.4, Thm 3.2).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -56,6 +58,18 @@ class BRR(HitRates, Randomizer):
         return np.array([np.prod(np.where(np.array(bits) == 1, probs, 1 - probs))
                          for bits in itertools.product((0, 1), repeat=self.input_size)])
 
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        """As :meth:`output_distribution`, with RR's realised flip probability at ε/2 as an exact rational."""
+        q = Fraction(self.q)   # RR's flip probability at ε/2, exact on the 2^-53 grid
+        probs = [q] * self.input_size
+        probs[int(x)] = 1 - q
+        return [math.prod(p if b else 1 - p for p, b in zip(probs, bits))
+                for bits in itertools.product((0, 1), repeat=self.input_size)]
+
     @classmethod
     def audit_cases(cls):
         return [cls(e, d) for d in (2, 3, 5) for e in (0.1, 1.0, math.log(3), 2.5, 8.0)]
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return [cls(epsilon, d) for d in (2, 3, 5)]

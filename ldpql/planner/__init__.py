@@ -14,6 +14,7 @@ from statistics import NormalDist
 from ldpql.catalog import Table
 from ldpql.errors import PlanError, PrivacyError, did_you_mean
 from ldpql.grammar import ast
+from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, AggregateSpec, register_aggregate
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
 from ldpql.planner import histogram  # noqa: F401,E402  (registers LDP_HISTOGRAM/FREQUENCY/TOPK/MODE)
@@ -258,6 +259,27 @@ def resolve_epsilon(ctx: _Context) -> None:
     ctx.delta = float(sel.delta.value) if sel.delta is not None else float(ctx.options.get("delta", 0.0))
 
 
+def enforce_epsilon_cap(ctx: _Context) -> None:
+    """Refuse, before anything runs, a statement that would run a local randomizer above EPSILON_CAP (DESIGN
+    §4.5): each aggregate's ε bounds the ε of every randomizer its local protocols run (a search splits it over
+    rounds, never raises it). An aggregate's ε is its epsilon => share, or what the split leaves it, which is
+    the statement's ε when no share is given (a users split keeps the full ε). EPSILON INF (evaluation) runs no
+    randomizer. Shuffle-model candidates check their own, larger ε₀ (:class:`~ldpql.mechanisms.shuffle.ShuffleBudget`)."""
+    if math.isinf(ctx.epsilon):
+        return
+    shares = [_named(a.call, "epsilon") for a in _runs(ctx)]
+    fixed, free = sum(s for s in shares if s is not None), sum(s is None for s in shares)
+    rest = ctx.epsilon if len(shares) == 1 or fixed == 0 else (ctx.epsilon - fixed) / max(free, 1)
+    worst = max(min(s, ctx.epsilon) if s is not None else rest for s in shares)
+    if worst > EPSILON_CAP:
+        split = "" if len(shares) == 1 else (f", or split ε over the aggregates with epsilon => shares of at most "
+                                              f"{EPSILON_CAP:g} each")
+        raise ctx.error(PlanError, f"ε = {worst:g} per randomizer is above the engine's cap of {EPSILON_CAP:g} "
+                        "(EPSILON_CAP)", ctx.select.epsilon or ctx.select,
+                        hint=f"lower EPSILON to at most {EPSILON_CAP:g}{split}; beyond the cap a report is the true "
+                             "value itself for any practical number of users, so more ε buys no accuracy")
+
+
 def choose_model(ctx: _Context) -> None:
     """Local or shuffle: shuffle-model candidates need δ > 0 within what is left of the table's DELTA budget."""
     model = ctx.options.get("model", "local")
@@ -394,7 +416,8 @@ def note_predictions(ctx: _Context) -> None:
                              f"calibrated); the interval is every value the release cannot tell from the answer")
 
 
-RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, resolve_epsilon, choose_model,
+RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, resolve_epsilon, enforce_epsilon_cap,
+         choose_model,
          apply_rounds_limit, apply_mechanism_override, split_budget, choose_mechanisms, note_predictions)
 
 

@@ -383,7 +383,7 @@ def _shuffle_candidate(target: QuantileTarget) -> Candidate:
     cand.predict, cand.check, cand.describe = predict, check, describe
     cand.protocol = _search_protocol(target, lambda eps, tau: shuffle_nbs_protocol(space, eps, cand.delta, tau))
     cand.local_epsilon = lambda eps, n: max([eps] + [shuffle_budget(eps, cand.delta, share_users(n, sh), space.size)
-                                                     .epsilon0 for sh in _shares(taus)])
+                                                     .local_epsilon for sh in _shares(taus)])
     return cand
 
 

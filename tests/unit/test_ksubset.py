@@ -88,7 +88,7 @@ def test_sampler_check_catches_a_wrong_inclusion_probability():
     class Overinclusive(KSubset):
         def __init__(self, eps, d, k):
             super().__init__(eps, d, k)
-            self.p = hit_rates(d, k, 1.3 * eps)[0]  # includes x as if ε were 30% larger
+            self.miss_threshold = KSubset(1.3 * eps, d, k).miss_threshold  # includes x as if ε were 30% larger
 
     r, rng = Overinclusive(1.0, 5, 2), np.random.default_rng(3)
     reports = r.randomize(np.full(40_000, 1), rng)

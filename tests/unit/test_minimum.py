@@ -15,6 +15,7 @@ from scipy import stats
 
 from ldpql.audit import audit
 from ldpql.mechanisms import REGISTRY, Reply
+from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.mechanisms.minimum import (
     EXACT_DEPTH,
     Grid,
@@ -169,11 +170,12 @@ def test_noise_off_is_algorithm_1_to_the_bisection_resolution():
         assert abs(top.values[0] - values.max()) <= 2.0 ** -EXACT_DEPTH + 1e-12
 
 
-def test_algorithm_2_with_huge_epsilon_and_tiny_gamma_is_algorithm_1():
+def test_algorithm_2_at_the_epsilon_cap_and_tiny_gamma_is_algorithm_1():
+    """Each round at the per-randomizer cap: a flip is 9.4e-14 likely, so 300 users' answers are exact."""
     values = np.random.default_rng(4).uniform(-0.5, 0.5, 300)
     for depth in (3, 7, 12):
         exact = Schedule(300, math.inf, None, depth, math.inf, 0.0)
-        private = Schedule(300, 1e4 * depth, None, depth, 1.0, 1e-9)
+        private = Schedule(300, EPSILON_CAP * depth, None, depth, 1.0, 1e-9)
         a1, a2 = run(values, 0, plan=exact), run(values, 0, plan=private, seed=9)
         assert a1.values[0] == a2.values[0]
         assert abs(a1.values[0] - values.min()) <= 2.0 ** -depth
@@ -261,7 +263,7 @@ def test_exact_aggregate_and_per_user_agree_in_distribution():
 
 # ---- privacy ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("r", [ThresholdBit(0.3, 2, 5), ThresholdBit(1 / 13, 0, 2), LaplaceMin(0.5), LaplaceMin(3.0)],
+@pytest.mark.parametrize("r", [ThresholdBit(0.3, 2, 5), ThresholdBit(1 / 13, 0, 2), LaplaceMin(0.5, 3), LaplaceMin(3.0, 3)],
                          ids=repr)
 def test_randomizers_pass_the_audit_tightly_and_fail_a_smaller_claim(r):
     result = audit(r)
