@@ -292,3 +292,31 @@ def test_a_deep_where_runs_or_is_refused_never_a_recursion_error(private_people)
     with pytest.raises(ldpql.ParseError, match="nest"):
         private_people.sql(f"SELECT LDP_MEAN(income) FROM people WHERE {nested} EPSILON 1")
     assert private_people.remaining_budget("people") == pytest.approx(4.0)
+
+
+# ---- a source is what is read, not how it is spelt (class 5, through the ledger) -----------------------------------
+
+def test_every_spelling_of_the_same_rows_shares_one_budget(tmp_path):
+    import os
+    data = tmp_path / "d" / "rows.parquet"
+    data.parent.mkdir()
+    write(data, pa.table({"x": np.linspace(0, 1, 500), "r": np.arange(500) % 2}))
+    os.symlink(data, tmp_path / "link.parquet")
+    os.link(data, tmp_path / "hard.parquet")
+    con = ldpql.connect()
+    con.duck.execute(f"CREATE TABLE stored AS SELECT * FROM '{data}'")
+    con.sql(f"CREATE TABLE t FROM '{data}' (x PRIVATE BETWEEN 0 AND 1, r PUBLIC) BUDGET EPSILON 1")
+    con.sql("SELECT LDP_MEAN(x) FROM t EPSILON 1")
+    spellings = [f"'{tmp_path}/link.parquet'", f"'{tmp_path}/hard.parquet'", f"'/{data}'",
+                 f"'{tmp_path}/d/../d/rows.parquet'", f"'{tmp_path}/d/*.parquet'",
+                 f"(SELECT x, r FROM '{data}' WHERE r >= 0)"]
+    for i, source in enumerate(spellings):
+        con.sql(f"CREATE TABLE s{i} FROM {source} (x PRIVATE BETWEEN 0 AND 1, r PUBLIC) BUDGET EPSILON 1")
+        with pytest.raises(ldpql.BudgetExceededError):
+            con.sql(f"SELECT LDP_MEAN(x) FROM s{i} EPSILON 0.5")
+    frame = pq.read_table(data)
+    con.register("f1", frame, private={"x": (0, 1)}, public=["r"], budget=1)
+    con.sql("SELECT LDP_MEAN(x) FROM f1 EPSILON 1")
+    con.register("f2", frame.to_pandas(), private={"x": (0, 1)}, public=["r"], budget=1)   # another frame name
+    with pytest.raises(ldpql.BudgetExceededError):
+        con.sql("SELECT LDP_MEAN(x) FROM f2 EPSILON 0.5")
