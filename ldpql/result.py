@@ -62,7 +62,14 @@ class Result:
         except ImportError:  # pragma: no cover - depends on the environment
             from ldpql.errors import Error
             raise Error("Result.df() needs pandas", hint="pip install 'ldpql[pandas]', or use Result.arrow()") from None
-        return pd.DataFrame(self._rows, columns=self.columns)
+        frame = pd.DataFrame(self._rows, columns=self.columns)
+        for i in _estimated(self):   # each estimate's interval beside it, as <col>_low / <col>_high
+            at = frame.columns.get_loc(self.columns[i]) + 1
+            lows, highs = zip(*[(iv[i][0], iv[i][1]) if iv[i] else (None, None) for iv in self._intervals]) \
+                if self._rows else ((), ())
+            frame.insert(at, f"{self.columns[i]}_low", pd.Series(lows, dtype="float64"))
+            frame.insert(at + 1, f"{self.columns[i]}_high", pd.Series(highs, dtype="float64"))
+        return frame
 
     def show(self, fmt: str = "table") -> None:
         """Print the rows (estimates with their intervals), then the footer."""
@@ -123,10 +130,24 @@ def _table(r: Result, markdown: bool = False) -> str:
     return "\n".join([line(header), rule] + [line(c) for c in cells])
 
 
+def _estimated(r: Result) -> list[int]:
+    """The columns that hold estimates (some cell has an interval)."""
+    return [i for i in range(len(r.columns)) if any(row[i] for row in r._intervals)]
+
+
+def _said(r: Result) -> list[str]:
+    """What a result says beside its rows: its message, notes (the NOT private label among them) and footer."""
+    return [p for p in (r.message, *r.notes, r.footer) if p]
+
+
 def _csv(r: Result) -> str:
+    """CSV with every interval as <col>_low, <col>_high; the notes come first as '#' comment lines (read them
+    with pandas.read_csv(..., comment='#')), so the NOT private label travels with the numbers."""
     out = io.StringIO()
+    for line in _said(r):
+        out.write("".join(f"# {part}\n" for part in line.splitlines()))
     w = csv.writer(out, lineterminator="\n")
-    est = [i for i in range(len(r.columns)) if any(row[i] for row in r._intervals)]
+    est = _estimated(r)
     w.writerow(r.columns + [x for i in est for x in (f"{r.columns[i]}_low", f"{r.columns[i]}_high")])
     for row, ivs in zip(r._rows, r._intervals):
         w.writerow(list(row) + [x for i in est for x in ((ivs[i][0], ivs[i][1]) if ivs[i] else ("", ""))])
@@ -142,5 +163,7 @@ def _json(r: Result) -> str:
             if iv:
                 obj[f"{c}_interval"] = {"low": iv[0], "high": iv[1], "confidence": iv[2]}
         rows.append(obj)
-    return json.dumps({"columns": r.columns, "rows": rows, "epsilon_spent": r.epsilon_spent,
-                       **({"message": r.message} if r.message else {})}, default=str)
+    private = not any("NOT private" in line for line in _said(r))
+    return json.dumps({"columns": r.columns, "rows": rows, "epsilon_spent": r.epsilon_spent, "private": private,
+                       **({"message": r.message} if r.message else {}), "notes": r.notes, "footer": r.footer},
+                      default=str)

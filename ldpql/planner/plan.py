@@ -192,8 +192,10 @@ def explain_lines(p: Plan) -> list[str]:
              f"├─ table       {p.table.name} ({p.table.source_id}): {p.n:,} users{where}{groups}"]
     budget = f"├─ budget      ε = {_eps(p.epsilon)} per user"
     if p.remaining is not None and p.epsilon != float("inf"):
-        budget += (f" (table budget {p.table.budget_epsilon:g}: {p.remaining:.4g} remain"
-                   f" -> {max(p.remaining - p.epsilon, 0):.4g} after this statement)")
+        left = max(p.remaining, 0.0)
+        budget += (f" (table budget {p.table.budget_epsilon:g}: {left:.4g} remain"
+                   + (f" -> {left - p.epsilon:.4g} after this statement)" if p.epsilon <= left * (1 + 1e-9) else
+                      f"; this statement would be refused: it needs {p.epsilon:.4g})"))
     lines.append(budget)
     if p.ledger is not None:
         lines.append(f"├─ ledger      {p.ledger}")

@@ -34,7 +34,7 @@ def test_the_contract_end_to_end(people):
     assert abs(rows[0][0] - truth) < 4 * res.plan.aggregates[0].chosen.predicted_se   # an answer, not a guess
     assert str(res.plan) == explained  # what EXPLAIN showed is what ran
     assert res.epsilon_spent == 1.0
-    assert list(res.df().columns) == ["ldp_mean_income"]
+    assert list(res.df().columns) == ["ldp_mean_income", "ldp_mean_income_low", "ldp_mean_income_high"]
     assert res.arrow().num_rows == 1
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -51,7 +51,7 @@ def test_alias_names_the_column(people):
 def test_reading_a_result_twice_never_charges_twice(people):
     res = people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1")
     first = res.fetchall()
-    assert res.fetchall() == first and res.df().shape == (1, 1)
+    assert res.fetchall() == first and res.df().shape == (1, 3)
     assert people.remaining_budget("people") == pytest.approx(3.0)
     assert len([c for c in people.ledger.charges() if c.kind == "query"]) == 1
 
@@ -144,7 +144,7 @@ def test_render_formats(people):
 
     data = json.loads(res.render("json"))
     assert data["rows"][0]["ldp_histogram_city_interval"]["confidence"] == 0.95
-    csv_text = res.render("csv").splitlines()
+    csv_text = [line for line in res.render("csv").splitlines() if not line.startswith("# ")]  # notes come first
     assert csv_text[0] == "city,ldp_histogram_city,ldp_histogram_city_low,ldp_histogram_city_high"
     assert res.render("markdown").splitlines()[1].startswith("|-")
 
@@ -165,3 +165,17 @@ def test_bad_input_raises_ldpql_errors_only_and_changes_nothing(private_people, 
         people.sql(sql)
     assert str(info.value)
     assert (people.remaining_budget("people"), len(people.ledger.charges()), people.tables()) == before
+
+
+def test_df_has_each_estimates_interval_and_explain_says_when_it_would_be_refused(people):
+    pytest.importorskip("pandas")
+    res = people.sql("SELECT region, LDP_MEAN(income) FROM people GROUP BY region EPSILON 1")
+    frame = res.df()
+    assert list(frame.columns) == ["region", "ldp_mean_income", "ldp_mean_income_low", "ldp_mean_income_high"]
+    ivs = res.intervals()
+    assert frame["ldp_mean_income_low"].tolist() == [row[1][0] for row in ivs]
+    assert (frame["ldp_mean_income_low"] < frame["ldp_mean_income"]).all()
+    assert (frame["ldp_mean_income"] < frame["ldp_mean_income_high"]).all()
+    text = people.explain("SELECT LDP_MEAN(income) FROM people EPSILON 3.5")
+    assert "this statement would be refused: it needs 3.5" in text and "-> 0 after" not in text
+    assert "2.5 after this statement" in people.explain("SELECT LDP_MEAN(income) FROM people EPSILON 0.5")

@@ -51,7 +51,8 @@ def test_a_syntax_error_anywhere_runs_nothing(tmp_path):
     out = ldpql("--demo", "--ledger", str(ledger), "-c", "SELECT LDP_MEAN(income) FROM people EPSILON 1; SELEC 2")
     assert out.returncode == 1 and out.stdout == ""
     again = ldpql("--demo", "--ledger", str(ledger), "-c", "SHOW BUDGET people", "--format", "csv")
-    assert again.stdout.splitlines()[1].startswith("people,4.0,0.0,4.0")
+    rows = [line for line in again.stdout.splitlines() if not line.startswith("# ")]   # the notes come first
+    assert rows[1].startswith("people,4.0,0.0,4.0")
 
 
 def test_ledger_persists_across_invocations(tmp_path):
@@ -69,8 +70,13 @@ def test_formats(fmt):
     if fmt == "json":
         data = json.loads(out.stdout)
         assert data["columns"] == ["region", "ldp_mean_income"] and data["epsilon_spent"] == 1
-    elif fmt == "csv":
-        assert out.stdout.splitlines()[0] == "region,ldp_mean_income,ldp_mean_income_low,ldp_mean_income_high"
+    elif fmt == "csv":   # the notes first, as comments: the seeded run says it is NOT private
+        lines = out.stdout.splitlines()
+        header = next(line for line in lines if not line.startswith("# "))
+        assert header == "region,ldp_mean_income,ldp_mean_income_low,ldp_mean_income_high"
+        assert any(line.startswith("# ") and "NOT private" in line for line in lines[:lines.index(header)])
+    if fmt == "json":
+        assert data["private"] is False and any("NOT private" in n for n in data["notes"])
 
 
 def test_evaluate_needs_the_flag():
