@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -365,8 +366,26 @@ def build_table(stmt: ast.CreateTable, duck: duckdb.DuckDBPyConnection, text: st
     from_sql, source_id = source_sql(stmt.source)
     schema = describe_source(from_sql, stmt.source, duck)
     identity = identify(stmt.source, from_sql, duck)
-    return make_table(stmt.name, stmt.source.kind, stmt.source.text, from_sql, source_id, schema, stmt, duck, text,
+    source_text = stmt.source.text
+    if stmt.source.kind == "file":   # kept by its absolute path, so that any process reads the same file
+        source_text = os.path.abspath(os.path.expanduser(stmt.source.text))
+        if CSV_FILE.search(source_text):
+            from_sql = total_csv_sql(from_sql, schema, duck)
+    return make_table(stmt.name, stmt.source.kind, source_text, from_sql, source_id, schema, stmt, duck, text,
                       identity=identity)
+
+
+CSV_FILE = re.compile(r"\.(csv|tsv|txt)(\.gz|\.zst)?$", re.IGNORECASE)
+
+
+def total_csv_sql(path_sql: str, schema: dict[str, str], duck: duckdb.DuckDBPyConnection) -> str:
+    """A CSV read that cannot fail on a value: DuckDB types CSV columns from a sample, so one malformed value far
+    down a file would make every read of its column fail (a noiseless bit about one user). Every field is read as
+    text and TRY_CAST to the type DuckDB inferred: a value that does not convert is NULL, treated as declared."""
+    first = duck.execute(f"SELECT file FROM glob({path_sql}) ORDER BY file LIMIT 1").fetchone()
+    header = duck.execute("SELECT HasHeader FROM sniff_csv(?)", [first[0]]).fetchone()[0] if first else True
+    cols = ", ".join(f"TRY_CAST({quote_name(c)} AS {t}) AS {quote_name(c)}" for c, t in schema.items())
+    return f"(SELECT {cols} FROM read_csv({path_sql}, all_varchar = true, header = {bool(header)}))"
 
 
 def describe_source(from_sql: str, src: ast.Source | None, duck: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -219,11 +219,9 @@ def _main(args: argparse.Namespace, watch: InterruptWatch) -> int:
         return run_script(con, args.command, args.format, bar, watch=watch)
     if args.script and args.script != "-":
         try:
-            with open(args.script, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            reason = e.strerror if isinstance(e, OSError) else f"not UTF-8 text ({e.reason} at byte {e.start})"
-            print(f"Error: cannot read {args.script}: {reason}", file=sys.stderr)
+            text = con.read_script(args.script)
+        except ldpql.Error as e:
+            print(e, file=sys.stderr)
             return 1
         return run_script(con, text, args.format, bar, watch=watch)
     if args.script == "-" or not sys.stdin.isatty():

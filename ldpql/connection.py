@@ -199,6 +199,36 @@ class Connection:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def read_script(self, path: str) -> str:
+        """The text of a script file to run in this session. An analyst may read ``.sql`` files only, never the
+        ledger or a declared source: a parse error would quote the file's lines."""
+        real = os.path.realpath(os.path.expanduser(str(path)))
+        if self.role == "analyst" and (not real.lower().endswith(".sql") or real in self._protected()):
+            raise PrivacyError(f"an analyst session reads .sql scripts only, not {path}")
+        try:
+            with open(real, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) else "not UTF-8 text"
+            raise CatalogError(f"cannot read {path}: {reason}") from None
+
+    def check_output(self, path: str) -> None:
+        """Refuse writing results to ``path`` when it is the ledger (or its journal) or a declared source: either
+        would erase spend or change data. An analyst may only create new files."""
+        real = os.path.realpath(os.path.expanduser(str(path)))
+        if real in self._protected() or _is_database(real):
+            raise PrivacyError(f"{path} is a budget ledger, a database or a declared source; results cannot be "
+                               "written there", hint="write results to a new file")
+        if self.role == "analyst" and os.path.exists(real):
+            raise PrivacyError(f"{path} exists; an analyst session writes results to new files only")
+
+    def _protected(self) -> set[str]:
+        ledger = [] if not self.ledger.persistent else [os.path.realpath(self.ledger.path) + s
+                                                         for s in ("", "-wal", "-shm", "-journal")]
+        files = [key[len("path:"):] for t in self.catalog.tables.values() if t.identity
+                 for key in t.identity.keys if key.startswith("path:")]
+        return set(ledger + files + ([self.database] if self.database else []))
+
     def _owner_only(self, what: str) -> None:
         if self.role != "owner":
             raise PrivacyError(f"an analyst session cannot {what}",
@@ -207,14 +237,17 @@ class Connection:
     def _load_catalog(self) -> None:
         """The tables the owner declared in this ledger, rebuilt from their CREATE statements (a frame lives in
         its owner's process only)."""
-        for name, _, statement, database in self.ledger.tables():
-            if database == "frame" or (database and database != self.database):
+        for name, source_id, statement, database in self.ledger.tables():
+            if database == "frame" or database != self.database:   # a query resolves names in its own database
                 continue
             try:
                 (stmt,) = parse(statement)
-                self.catalog.add(cat.build_table(stmt, self.duck, statement))
+                table = cat.build_table(stmt, self.duck, statement)
             except Error as e:  # the source moved or vanished: the table is unavailable here, not an error
                 log.info("table %s is not available here: %s", name, e.message)
+                continue
+            if table.ledger_key == source_id:   # it reads here exactly what the owner declared, or it is not used
+                self.catalog.add(table)
 
     # -- statements --------------------------------------------------------------------------------------------
     def _create_table(self, stmt: ast.CreateTable, text: str) -> Result:
@@ -441,7 +474,7 @@ class Connection:
         return Result([], [], message=f"{what} of {new.name} altered (logged)")
 
     def _database_of(self, table: cat.Table) -> str | None:
-        return "frame" if table.source_kind == "frame" else (self.database if table.source_kind == "table" else None)
+        return "frame" if table.source_kind == "frame" else (None if table.source_kind == "file" else self.database)
 
     def _drop_table(self, stmt: ast.DropTable, text: str) -> Result:
         t = self.catalog.drop(stmt.table)
@@ -455,13 +488,23 @@ SEED_HINT = ("for reproducible research runs open ldpql.connect(evaluation=True,
              "--seed 7; the results are then labelled not private")
 
 
+def _is_database(path: str) -> bool:
+    """Whether ``path`` holds an SQLite database (any ldpql ledger is one) or a DuckDB one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    return head.startswith(b"SQLite format 3") or head[8:12] == b"DUCK"
+
+
 def create_statement(table: cat.Table) -> str:
     """The CREATE TABLE that declares ``table`` as it stands (after any ALTER), kept in the ledger so that every
     later connection rebuilds the same declaration."""
     decl = cat.declaration(table)
     cols = [f"{ast.quote_name(name)} " + ("PUBLIC" if c["public"] else f"PRIVATE {c['domain'] or ''}".rstrip())
             for name, c in decl["columns"].items() if name != table.privacy_unit]
-    source = table.from_sql if table.source_kind == "file" else table.source_text   # a file by its absolute path
+    source = ast.quote_string(table.source_text) if table.source_kind == "file" else table.source_text  # absolute
     clauses = [f"PRIVACY UNIT {ast.quote_name(table.privacy_unit)}"] if table.privacy_unit else []
     clauses.append(f"BUDGET EPSILON {table.budget_epsilon!r}" + (f" DELTA {table.budget_delta!r}"
                                                                  if table.budget_delta else ""))

@@ -343,7 +343,11 @@ def _dot_output(state: ReplState, arg: str) -> None:
         state.console.text("results go to the terminal", "class:note")
         return
     try:
+        state.con.check_output(path)
         stream = open(os.path.expanduser(path), "w", encoding="utf-8")
+    except ldpql.Error as e:
+        state.console.write(render_error(e))
+        return
     except OSError as e:
         state.console.write(problem(f"cannot write {path}: {e.strerror}"))
         return
@@ -354,10 +358,13 @@ def _dot_output(state: ReplState, arg: str) -> None:
 
 def _dot_read(state: ReplState, arg: str) -> None:
     path = arg.strip("'\"")
+    if not path:
+        state.console.write(problem("cannot read (no file given)"))
+        return
     try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as e:
-        state.console.write(problem(f"cannot read {path or '(no file given)'}: {e.strerror or e}"))
+        text = state.con.read_script(path)
+    except ldpql.Error as e:
+        state.console.write(render_error(e))
         return
     run_statements(state, text)
 

@@ -259,6 +259,9 @@ def resolve_epsilon(ctx: _Context) -> None:
     ctx.delta = float(sel.delta.value) if sel.delta is not None else float(ctx.options.get("delta", 0.0))
 
 
+EPSILON_FLOOR = 1e-6   # the smallest ε an aggregate may get (with every ε split among the statement's aggregates)
+
+
 def enforce_epsilon_cap(ctx: _Context) -> None:
     """Refuse, before anything runs, a statement that would run a local randomizer above EPSILON_CAP (DESIGN
     §4.5): each aggregate's ε bounds the ε of every randomizer its local protocols run (a search splits it over
@@ -271,6 +274,11 @@ def enforce_epsilon_cap(ctx: _Context) -> None:
     fixed, free = sum(s for s in shares if s is not None), sum(s is None for s in shares)
     rest = ctx.epsilon if len(shares) == 1 or fixed == 0 else (ctx.epsilon - fixed) / max(free, 1)
     worst = max(min(s, ctx.epsilon) if s is not None else rest for s in shares)
+    least = min(min(s, ctx.epsilon) if s is not None else rest for s in shares) / max(len(shares), 1)
+    if 0 < least < EPSILON_FLOOR:   # (shares that overspend are refused by split_budget) below it the debiasing factor 1/(p - q) is astronomically large, then infinite
+        raise ctx.error(PlanError, f"ε = {least:g} per aggregate is below the engine's floor of {EPSILON_FLOOR:g}",
+                        ctx.select.epsilon or ctx.select, hint="no mechanism gives a usable answer there; use "
+                        "EPSILON 0.01 or more (EXPLAIN shows the predicted error)")
     if worst > EPSILON_CAP:
         split = "" if len(shares) == 1 else (f", or split ε over the aggregates with epsilon => shares of at most "
                                               f"{EPSILON_CAP:g} each")
@@ -348,7 +356,7 @@ def split_budget(ctx: _Context) -> None:
                         f"statement's EPSILON {eps:g}", ctx.select, hint="lower a share or raise EPSILON")
     free = [i for i, s in enumerate(shares) if s is None]
     split_eps = [s if s is not None else (eps - fixed) / len(free) for s in shares]
-    if any(s is not None for s in shares) or math.isinf(eps):
+    if any(s is not None for s in shares) or math.isinf(eps) or n == 0:   # no users: nothing to weigh
         _assign(ctx, "epsilon", split_eps, [(0.0, 1.0)] * len(aggs))
         return
     k = len(aggs)

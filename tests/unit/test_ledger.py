@@ -216,3 +216,16 @@ def test_a_group_too_small_for_its_protocol_is_refused_before_any_ledger_row(con
         con.sql("SELECT grp, LDP_MIN(x) FROM g GROUP BY grp EPSILON 0.6")
     assert con.ledger.charges() and [c for c in con.ledger.charges() if c.kind == "query"] == []
 
+
+
+def test_an_exhausted_budget_refuses_even_tiny_requests():
+    """The old check allowed a request within 1e-9·budget of what remained: with a large budget that let ε = 1e-5
+    statements run forever on an exhausted budget. The margin now rounds the request only."""
+    led = Ledger()
+    led.declare("src", ["src"], "t", 10_000.0, 0.0, "CREATE ...")
+    led.commit(led.reserve("src", "t", "all of it", None, 10_000.0))
+    for eps in (1e-5, 2e-6, 1e-12):
+        with pytest.raises(ldpql.BudgetExceededError):
+            led.reserve("src", "t", "a crumb", None, eps)
+    led.alter("src", "t", 10_000.5, 0.0, "ALTER ...")
+    led.commit(led.reserve("src", "t", "what remains", None, 0.5 * (1 + 1e-12)))   # rounding only: allowed
