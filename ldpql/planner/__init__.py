@@ -126,6 +126,8 @@ def check_option(key: str, value, node=None, text: str = ""):
     if key == "rounds" and str(value).lower() == "auto":
         return None
     try:
+        if kind is int and (isinstance(value, bool) or (isinstance(value, float) and not value.is_integer())):
+            raise ValueError(value)   # seed = 1.5 or rounds = true is a mistake, not a number to round
         value = kind(value) if kind is not bool else _bool(value)
     except (TypeError, ValueError):
         raise _error(PlanError, f"option {key} must be {kind.__name__}, not {value!r}", text, node, hint) from None
@@ -139,12 +141,11 @@ def check_option(key: str, value, node=None, text: str = ""):
 
 
 def _bool(v) -> bool:
+    """TRUE or FALSE (SQL literals, or 'true'/'false' text); anything else, such as 'yes', is refused."""
     if isinstance(v, bool):
         return v
-    if str(v).lower() in ("true", "1", "yes", "on"):
-        return True
-    if str(v).lower() in ("false", "0", "no", "off"):
-        return False
+    if str(v).lower() in ("true", "false"):
+        return str(v).lower() == "true"
     raise ValueError(v)
 
 
@@ -347,8 +348,11 @@ def split_budget(ctx: _Context) -> None:
     full ε, parallel composition), whichever predicts the smaller total relative error."""
     aggs, n, eps = _runs(ctx), ctx.facts.n, ctx.epsilon
     shares = [_named(a.call, "epsilon") for a in aggs]
+    if len(aggs) == 1 and shares[0] is not None and shares[0] > eps * (1 + 1e-9):   # (several: "add up" below)
+        raise ctx.error(PlanError, f"an epsilon => share of {shares[0]:g} is more than the statement's EPSILON "
+                        f"{eps:g}", ctx.select, hint="lower the share, or raise EPSILON")
     if len(aggs) == 1:
-        aggs[0].epsilon = eps if shares[0] is None else min(eps, shares[0])
+        aggs[0].epsilon = eps if shares[0] is None else shares[0]
         return
     fixed = sum(s for s in shares if s is not None)
     if fixed > eps * (1 + 1e-9):
@@ -400,6 +404,9 @@ def choose_mechanisms(ctx: _Context) -> None:
             raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()} under this statement's limits",
                             a.call, hint="; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates))
         a.chosen = min(allowed, key=lambda c: c.predicted_se)
+        if ctx.options.get("model") == "shuffle" and a.chosen.model != "shuffle":   # asked for, cannot apply: say why
+            why = "; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates if c.model == "shuffle")
+            ctx.notes.append(f"{a.output}: model = 'shuffle' was asked for, but runs in the local model ({why})")
         for c in allowed:
             if c is not a.chosen:
                 c.rejected = ("larger predicted error" if c.predicted_se > a.chosen.predicted_se else

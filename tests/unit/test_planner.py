@@ -170,3 +170,22 @@ def test_session_settings_apply_and_options_win():
 def test_output_names_default_and_alias():
     p = _plan("SELECT LDP_MEAN(income), LDP_MEAN(income) AS m, LDP_MEAN(income) FROM people EPSILON 1")
     assert [name for name, _ in p.items] == ["ldp_mean_income", "m", "ldp_mean_income_2"]
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT LDP_MEAN(income) FROM people EPSILON 1 OPTIONS (force = 'yes')", "force must be bool"),
+    ("SELECT LDP_MEAN(income) FROM people EPSILON 1 OPTIONS (seed = 1.5)", "seed must be int"),
+    ("SELECT LDP_MEAN(income) FROM people EPSILON 1 OPTIONS (rounds = true)", "rounds must be int"),
+    ("SELECT LDP_MEAN(income, epsilon => 2) FROM people EPSILON 1", "more than the statement's EPSILON 1"),
+])
+def test_option_types_and_shares_are_checked(people, sql, message):
+    with pytest.raises(ldpql.PlanError, match=message):
+        people.sql(sql)
+    assert people.remaining_budget("people") == pytest.approx(4.0)
+
+
+def test_a_shuffle_model_that_cannot_apply_says_why(people):
+    people.sql("ALTER TABLE people SET BUDGET EPSILON 4 DELTA 1e-6")
+    res = people.sql("SELECT LDP_MEDIAN(age) FROM people EPSILON 2 DELTA 1e-6 OPTIONS (model = 'shuffle')")
+    assert res.plan.aggregates[0].chosen.model == "local"
+    assert any("model = 'shuffle' was asked for, but runs in the local model (shuffle_nbs: " in n for n in res.notes)
