@@ -252,10 +252,14 @@ Protocol = Generator[Round, Reply, Estimate]
 ProtocolFactory = Callable[[int], Protocol]
 
 
-def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, shift: float = 0.0) -> Protocol:
+def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, shift: float = 0.0,
+              population: int | None = None) -> Protocol:
     """The protocol of every one-shot mechanism: one round over all users, then ``scale*estimate + shift``.
 
-    With ``n == 0`` users there is nothing to estimate; the estimate is NaN.
+    When the round reaches a random part of a ``population`` (the statement split its users among aggregates),
+    the estimate stands for the whole population, so its variance adds the sampling term: the per-user variance
+    (at most f(1-f) for a frequency, 1 - μ² for a value in [-1, 1], Bhatia-Davis) times the finite-population
+    factor (1 - n/N) over n. With ``n == 0`` users there is nothing to estimate; the estimate is NaN.
     """
     reply = yield Round(randomizer, encoding)
     if reply.n == 0:
@@ -263,5 +267,7 @@ def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, sh
         return Estimate(nan, nan, note="no users")
     est = randomizer.estimate(reply.summary, reply.n)
     plug_in = np.clip(est, *(-1.0, 1.0) if encoding.size is None else (0.0, 1.0))
-    se = np.sqrt(randomizer.variance(plug_in, reply.n))
+    spread = 1 - plug_in ** 2 if encoding.size is None else plug_in * (1 - plug_in)
+    sampled = max(0.0, 1 - reply.n / population) if population else 0.0
+    se = np.sqrt(randomizer.variance(plug_in, reply.n) + sampled * spread / reply.n)
     return Estimate(scale * est + shift, abs(scale) * se)

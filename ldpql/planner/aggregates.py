@@ -86,7 +86,7 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
 
     def protocol(eps: float):
         r = Identity.like(make(1.0)) if math.isinf(eps) else make(eps)
-        return lambda n: one_round(r, target.encoding, scale(n), shift(n))
+        return lambda n: one_round(r, target.encoding, scale(n), shift(n), population=n)
 
     return Candidate(name, "local", 1, predict, protocol, note)
 
