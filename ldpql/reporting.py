@@ -60,6 +60,28 @@ def output_columns(p: Plan) -> list[str]:
     return cols
 
 
+def feasible(agg, n: int) -> tuple[float, float] | None:
+    """The range an answer can take, from public facts only: a count in [0, n], a frequency in [0, 1], a mean in
+    its declared domain, a sum in n times it; None for answers with intervals of their own kind."""
+    half, mid = agg.target.affine
+    if any(a.name == "postprocess" and str(a.value.value).lower() == "none" for a in agg.call.named):
+        return None   # the raw unbiased estimates were asked for: shown as they are
+    return {"count": (0.0, float(n)), "histogram": (0.0, 1.0), "frequency": (0.0, 1.0), "topk": (0.0, 1.0),
+            "mean": (mid - half, mid + half), "sum": (n * (mid - half), n * (mid + half))}.get(agg.kind)
+
+
+def _bounded(value, iv, bounds):
+    """The value clipped to the feasible range (post-processing), and its interval clipped to it and widened to
+    hold the value (a projected histogram's point may lie outside the interval of its raw estimate)."""
+    if bounds is None or not isinstance(value, float):
+        return value, iv
+    value = min(max(value, bounds[0]), bounds[1])
+    if iv is None:
+        return value, iv
+    low, high = max(iv[0], bounds[0]), min(iv[1], bounds[1])
+    return value, (min(low, value), max(high, value), iv[2])
+
+
 def _cell_rows(p: Plan, cell: Cell, ci: int, estimates: dict[tuple[int, int], Estimate]):
     keys = dict(zip(p.group_by, cell.key))
     for k, label in enumerate(_labels(p, ci, estimates)):
@@ -73,8 +95,10 @@ def _cell_rows(p: Plan, cell: Cell, ci: int, estimates: dict[tuple[int, int], Es
             if agg.table_valued:
                 row.append(label), ivs.append(None)
             value = _value(est, j)
+            value, iv = _bounded(value, _interval(est, j, p) if isinstance(value, float) else None,
+                                 feasible(agg, cell.n))
             row.append(value)
-            ivs.append(_interval(est, j, p) if isinstance(value, float) else None)
+            ivs.append(iv)
         yield tuple(row), ivs
 
 

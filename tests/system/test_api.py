@@ -179,3 +179,14 @@ def test_df_has_each_estimates_interval_and_explain_says_when_it_would_be_refuse
     text = people.explain("SELECT LDP_MEAN(income) FROM people EPSILON 3.5")
     assert "this statement would be refused: it needs 3.5" in text and "-> 0 after" not in text
     assert "2.5 after this statement" in people.explain("SELECT LDP_MEAN(income) FROM people EPSILON 0.5")
+
+
+def test_answers_and_intervals_stay_in_the_feasible_range(people):
+    """A count in [0, n], a mean in its domain, a frequency in [0, 1], each point inside its own interval."""
+    res = people.sql("SELECT region, LDP_COUNT(age > 98), LDP_MEAN(income) FROM people GROUP BY region EPSILON 0.05")
+    for row, ivs in zip(res.fetchall(), res.intervals()):
+        for value, iv, (lo, hi) in ((row[1], ivs[1], (0, 20_000)), (row[2], ivs[2], (0, 250_000))):  # before: < 0
+            assert lo <= iv[0] <= value <= iv[1] <= hi
+    hist = people.sql("SELECT LDP_HISTOGRAM(city) FROM people EPSILON 0.1")
+    for (_, f), ivs in zip(hist.fetchall(), hist.intervals()):
+        assert 0 <= ivs[1][0] <= f <= ivs[1][1] <= 1
