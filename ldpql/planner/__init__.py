@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from ldpql.catalog import Table
+from ldpql.catalog import OTHER, BooleanDomain, CategoricalDomain, NumericDomain, Table
 from ldpql.errors import PlanError, PrivacyError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.mechanisms.base import EPSILON_CAP
@@ -431,7 +431,24 @@ def note_predictions(ctx: _Context) -> None:
                              f"calibrated); the interval is every value the release cannot tell from the answer")
 
 
-RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, resolve_epsilon, enforce_epsilon_cap,
+def note_nulls(ctx: _Context) -> None:
+    """Say, for every private column an answer uses, what its NULLs (and values that do not convert) count as:
+    a silent imputation can reverse a conclusion (a column 44% NULL, imputed at its midpoint)."""
+    used = [arg.name for a in ctx.aggregates if a.target.column for arg in a.call.args
+            if isinstance(arg, ast.ColumnRef)]   # (a condition's NULL counts as false, as its domain text says)
+    for col in dict.fromkeys(ctx.table.column(name).name for name in used):
+        dom = ctx.table.column(col).domain
+        if isinstance(dom, NumericDomain):
+            how = "DEFAULT" if dom.default is not None else "the midpoint of its domain; DEFAULT v sets it"
+            ctx.notes.append(f"{col}: NULL or unreadable values count as {dom.null_value:g} ({how})")
+        elif isinstance(dom, CategoricalDomain):
+            ctx.notes.append(f"{col}: NULL and undeclared values count as {OTHER}" +
+                             (f" (NULL as {dom.default!r}, its DEFAULT)" if dom.default is not None else ""))
+        elif isinstance(dom, BooleanDomain):
+            ctx.notes.append(f"{col}: NULL counts as {str(dom.default).upper()}")
+
+
+RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, note_nulls, resolve_epsilon, enforce_epsilon_cap,
          choose_model,
          apply_rounds_limit, apply_mechanism_override, split_budget, choose_mechanisms, note_predictions)
 

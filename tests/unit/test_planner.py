@@ -189,3 +189,13 @@ def test_a_shuffle_model_that_cannot_apply_says_why(people):
     res = people.sql("SELECT LDP_MEDIAN(age) FROM people EPSILON 2 DELTA 1e-6 OPTIONS (model = 'shuffle')")
     assert res.plan.aggregates[0].chosen.model == "local"
     assert any("model = 'shuffle' was asked for, but runs in the local model (shuffle_nbs: " in n for n in res.notes)
+
+
+def test_results_and_explain_say_how_nulls_are_treated():
+    con = ldpql.connect()
+    con.register("t", pa.table({"x": [1.0, None] * 50, "c": ["a", None] * 50, "b": [True, None] * 50}),
+                 private={"x": (0, 2), "c": ["a", "b"], "b": bool}, budget=9)
+    notes = con.sql("SELECT LDP_MEAN(x), LDP_HISTOGRAM(c) FROM t EPSILON 1").notes
+    assert "x: NULL or unreadable values count as 1 (the midpoint of its domain; DEFAULT v sets it)" in notes
+    assert "c: NULL and undeclared values count as OTHER" in notes
+    assert "b: NULL counts as FALSE" in con.explain("SELECT LDP_MEDIAN(x), LDP_HISTOGRAM(b) FROM t EPSILON 1")
