@@ -380,7 +380,9 @@ def connect_kwargs(tmp: str) -> st.SearchStrategy[dict]:
     """Keyword arguments of ``ldpql.connect``; ``tmp`` is a writable directory."""
     ledgers = [f"{tmp}/l.ldpql", ":memory:", tmp, "/nonexistent/dir/l.ldpql", f"{tmp}/readonly.ldpql",
                f"{tmp}/notsqlite.ldpql"]
+    # paths only under tmp (or absolute and missing): an odd str such as "abc" would create ./abc
+    not_text = [v for v in ODD if not isinstance(v, (str, bytes))]
+    databases = [f"{tmp}/notsqlite.ldpql", "/nonexistent/x.duckdb", f"{tmp}/d.duckdb", f"{tmp}/"]
     return st.fixed_dictionaries({}, optional={
-        "ledger": odd(*ledgers), "seed": odd(7, 2**64 - 1, 2**64, -5),
-        "evaluation": odd(), "database": odd(f"{tmp}/notsqlite.ldpql", "/nonexistent/x.duckdb", f"{tmp}/d.duckdb"),
-        "progress": odd(print)})
+        "ledger": st.sampled_from(not_text + ledgers), "seed": odd(7, 2**64 - 1, 2**64, -5),
+        "evaluation": odd(), "database": st.sampled_from(not_text + databases), "progress": odd(print)})
