@@ -419,12 +419,22 @@ def choose_mechanisms(ctx: _Context) -> None:
             a.epsilon, a.users, a.chosen = src.epsilon, src.users, src.chosen
 
 
+def _answer_width(a: AggregatePlan, n: int) -> float | None:
+    """How wide the range of possible answers is (public: the declared domain and n), for scalar aggregates."""
+    half = a.target.affine[0]
+    return {"mean": 2 * half, "sum": 2 * half * n, "count": float(n)}.get(a.kind)
+
+
 def note_predictions(ctx: _Context) -> None:
     """An answer whose interval is in other units than its predicted error (a quantile's value interval, its
     rank error) gets a note with the prediction, so the result shows both."""
     conf = ctx.options.get("confidence", 0.95)
     z = NormalDist().inv_cdf(0.5 + conf / 2)
     for a in _runs(ctx):
+        width = _answer_width(a, ctx.facts.n)
+        if width and not math.isinf(a.epsilon) and z * a.chosen.predicted_se > width:
+            ctx.notes.append(f"{a.output}: the predicted error ±{z * a.chosen.predicted_se:.3g} ({conf:.0%}) is wider "
+                             f"than every possible answer (a range of {width:.3g}): at this ε and n it says little")
         if a.target.notes_prediction and not math.isinf(a.epsilon):
             outputs = ", ".join([a.output] + [b.output for b in ctx.aggregates if b.source == a.index])
             ctx.notes.append(f"{outputs}: predicted {a.target.unit} ±{z * a.chosen.predicted_se:.3g} ({conf:.0%}, "

@@ -199,3 +199,11 @@ def test_results_and_explain_say_how_nulls_are_treated():
     assert "x: NULL or unreadable values count as 1 (the midpoint of its domain; DEFAULT v sets it)" in notes
     assert "c: NULL and undeclared values count as OTHER" in notes
     assert "b: NULL counts as FALSE" in con.explain("SELECT LDP_MEDIAN(x), LDP_HISTOGRAM(b) FROM t EPSILON 1")
+
+
+def test_a_prediction_wider_than_the_domain_is_said():
+    con = ldpql.connect()
+    con.register("t", pa.table({"x": np.linspace(0, 20_000, 300)}), private={"x": (0, 20_000)}, budget=9)
+    plan = con.explain("SELECT LDP_MEAN(x) FROM t EPSILON 0.01")
+    assert "is wider than every possible answer (a range of 2e+04)" in plan
+    assert "wider than every possible answer" not in con.explain("SELECT LDP_MEAN(x) FROM t EPSILON 8")
