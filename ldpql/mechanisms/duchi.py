@@ -14,7 +14,6 @@ Citations: seed-003-vector.md §4.5 (Duchi et al., one dimension); seed-004-gaus
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np

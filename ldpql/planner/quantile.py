@@ -41,7 +41,7 @@ from ldpql.errors import PlanError
 from ldpql.grammar import ast
 from ldpql.mechanisms import Encoding, Estimate
 from ldpql.mechanisms.hierarchical import BRANCHING, hierarchical_protocol, level_widths
-from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, alpha_update, bayess_guard,
+from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, bayess_guard,
                                        bayess_protocol, bound_protocol, exact_protocol, nbs_protocol, nbs_steps,
                                        padded_protocol, padding_users, several, share_users)
 from ldpql.mechanisms.shuffle import shuffle_budget, shuffle_nbs_protocol

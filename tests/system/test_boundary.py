@@ -208,7 +208,7 @@ def test_a_unit_duplicated_after_create_is_refused_without_a_count(tmp_path):
 def test_the_budget_check_does_not_grow_with_the_ledger(private_people):
     """One pass over the statement's users, whatever the ledger holds: the spend vector is kept per source."""
     for i in range(30):
-        private_people.sql(f"SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 0.01")
+        private_people.sql("SELECT LDP_MEAN(income) FROM people WHERE region = 'north' EPSILON 0.01")
     chunks, size = private_people.ledger.db.execute("SELECT count(*), sum(length(ids) + length(spend)) "
                                                     "FROM spend").fetchone()
     assert chunks <= 256 and size < 1_000_000   # one spend vector per source, not one row per charge and user

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 import ldpql
-from ldpql.errors import ExecuteError, InternalError, PlanError, PrivacyError
+from ldpql.errors import ExecuteError, PlanError, PrivacyError
 
 DOMAINS = {"age": {"between": (0, 120), "integer": True}, "income": (0, 250000), "score": {"between": (0, 9),
                                                                                         "integer": True}}

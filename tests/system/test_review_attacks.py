@@ -5,7 +5,6 @@ of ``ldpql --analyst``; the owner declares."""
 from __future__ import annotations
 
 import io
-import os
 
 import duckdb
 import numpy as np

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import ldpql
-from ldpql.catalog import Catalog, Column, NumericDomain, CategoricalDomain, Table
+from ldpql.catalog import Column, NumericDomain, CategoricalDomain, Table
 from ldpql.grammar import parse_one
 from ldpql.planner import RULES, PublicFacts, plan
 
