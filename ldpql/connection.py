@@ -334,7 +334,8 @@ class Connection:
         cells = public_cells(self.duck, table, where, group)
         users = covered_users(self.duck, table, where)
         facts = PublicFacts(sum(c.n for c in cells), len(cells), self.ledger.remaining(table.ledger_key, users),
-                            self.ledger.remaining_delta(table.ledger_key), self.ledger.path)
+                            self.ledger.remaining_delta(table.ledger_key), self.ledger.path,
+                            tuple((c.key, c.n) for c in cells) if group else ())
         return plan(stmt, table, facts, self.session, text, self.evaluation), cells, users
 
     def _check_data(self, table: cat.Table) -> None:

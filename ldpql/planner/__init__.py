@@ -33,10 +33,12 @@ OPTIONS = {
     "simulation": ("auto", "exact", "per_user"),
     "force": bool,
     "epsilon": float,
+    "split": ("auto", "users", "epsilon"),
 }
 EXAMPLES = {"model": "model = 'local'", "delta": "delta = 1e-8", "rounds": "rounds = 1 or rounds = 'auto'",
             "mechanism": "mechanism = 'grr'", "confidence": "confidence = 0.95", "seed": "seed = 7",
-            "simulation": "simulation = 'per_user'", "force": "force = true", "epsilon": "epsilon = 1"}
+            "simulation": "simulation = 'per_user'", "force": "force = true", "epsilon": "epsilon = 1",
+            "split": "split = 'users'"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,14 @@ class PublicFacts:
     remaining: float | None = None
     remaining_delta: float | None = None
     ledger: str | None = None
+    groups: tuple[tuple[tuple, int], ...] = ()   # GROUP BY: each group's public key and user count
+
+    @property
+    def typical_n(self) -> int:
+        """The user count predictions are made at: the whole population, or under GROUP BY the median group's
+        (each group runs its own protocol on its own users; EXPLAIN shows every group's prediction)."""
+        sizes = sorted(n for _, n in self.groups)
+        return sizes[(len(sizes) - 1) // 2] if len(sizes) > 1 else self.n
 
 
 @dataclass
@@ -360,20 +370,26 @@ def split_budget(ctx: _Context) -> None:
                         f"statement's EPSILON {eps:g}", ctx.select, hint="lower a share or raise EPSILON")
     free = [i for i, s in enumerate(shares) if s is None]
     split_eps = [s if s is not None else (eps - fixed) / len(free) for s in shares]
+    asked = str(ctx.options.get("split", "auto")).lower()
+    if asked == "users" and (any(s is not None for s in shares) or math.isinf(eps)):
+        raise ctx.error(PlanError, "split = 'users' cannot apply: " + ("epsilon => shares split ε" if fixed else
+                        "with EPSILON INF there is no noise to weigh"), ctx.select,
+                        hint="drop the epsilon => shares, or the split option")
     if any(s is not None for s in shares) or math.isinf(eps) or n == 0:   # no users: nothing to weigh
         _assign(ctx, "epsilon", split_eps, [(0.0, 1.0)] * len(aggs))
         return
-    k = len(aggs)
+    k, n = len(aggs), ctx.facts.typical_n
     full = [_best_se(a, eps, n) for a in aggs]
     cost_eps = sum((_best_se(a, eps / k, n) / f) ** 2 for a, f in zip(aggs, full))
-    cost_users = sum((_best_se(a, eps, max(n // k, 1)) / f) ** 2 for a, f in zip(aggs, full))
-    if cost_users <= cost_eps:
-        ctx.split_note = (f"users: {k} disjoint groups, one per aggregate, each at the full ε "
-                          f"(relative variance {cost_users:.3g} vs {cost_eps:.3g} for splitting ε)")
+    cost_users = sum((_best_se(a, eps, n, 1 / k) / f) ** 2 for a, f in zip(aggs, full))
+    why = "split = '{}' was asked for; ".format(asked) if asked != "auto" else ""   # the note still shows both
+    if cost_users <= cost_eps if asked == "auto" else asked == "users":
+        ctx.split_note = (f"users: {k} disjoint groups, one per aggregate, each at the full ε ({why}relative "
+                          f"variance {cost_users:.3g} vs {cost_eps:.3g} for splitting ε; sampling error included)")
         _assign(ctx, "users", [eps] * k, [(i / k, (i + 1) / k) for i in range(k)])
     else:
-        ctx.split_note = (f"ε: every user answers all {k} aggregates at ε/{k} each "
-                          f"(relative variance {cost_eps:.3g} vs {cost_users:.3g} for splitting users)")
+        ctx.split_note = (f"ε: every user answers all {k} aggregates at ε/{k} each ({why}relative variance "
+                          f"{cost_eps:.3g} vs {cost_users:.3g} for splitting users, sampling error included)")
         _assign(ctx, "epsilon", split_eps, [(0.0, 1.0)] * k)
 
 
@@ -385,17 +401,18 @@ def _assign(ctx: _Context, split: str, eps: list[float], users: list[tuple[float
         ctx.split_note = "ε: " + ", ".join(f"{a.output} {a.epsilon:.4g}" for a in _runs(ctx))
 
 
-def _best_se(a: AggregatePlan, eps: float, n: int) -> float:
-    return min((c.predict(eps, n) for c in a.candidates if not c.rejected), default=math.inf)
+def _best_se(a: AggregatePlan, eps: float, n: int, share: float = 1.0) -> float:
+    return min((c.expected_se(eps, n, share) for c in a.candidates if not c.rejected), default=math.inf)
 
 
 def choose_mechanisms(ctx: _Context) -> None:
     """For each aggregate, predict every candidate's error at its (ε, n) and choose the smallest (the first
     listed on a tie); an aggregate that reads a shared release takes that release's ε, users and mechanism."""
     for a in _runs(ctx):
-        n_a = max(int(ctx.facts.n * (a.users[1] - a.users[0])), 1)
+        share = a.users[1] - a.users[0]
+        n_a = max(int(ctx.facts.n * share), 1)
         for c in a.candidates:
-            c.predicted_se = c.predict(a.epsilon, n_a) if not math.isinf(a.epsilon) else 0.0
+            c.predicted_se = c.expected_se(a.epsilon, ctx.facts.typical_n, share)
             reason = c.check(a.epsilon, n_a) if c.check is not None and not c.rejected else None
             if reason:
                 c.rejected = reason
@@ -474,6 +491,6 @@ def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | N
     return Plan(select, table, ctx.epsilon, ctx.delta, select.where.sql() if select.where is not None else None,
                 [table.column(c.name).name for c in select.group_by], ctx.items, ctx.aggregates, facts.n, facts.cells, ctx.split,
                 ctx.split_note, ctx.options.get("confidence", 0.95), ctx.options.get("seed"),
-                ctx.options.get("simulation", "auto"), facts.remaining, ctx.notes, facts.ledger)
+                ctx.options.get("simulation", "auto"), facts.remaining, ctx.notes, facts.ledger, facts.groups)
 from ldpql.planner import quantile  # noqa: F401,E402  (registers LDP_QUANTILE, LDP_MEDIAN)
 from ldpql.planner import minimum  # noqa: F401,E402  (registers LDP_MIN, LDP_MAX)

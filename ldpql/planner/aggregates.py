@@ -79,7 +79,10 @@ def _missing_domain(col, ref, text: str, wanted: str):
 
 def candidate(name: str, make: Callable[[float], Randomizer], target: Target, reference: np.ndarray,
               scale=lambda n: 1.0, shift=lambda n: 0.0, note: str = "") -> Candidate:
-    """A one-round local candidate: its predicted error is scale(n)·sqrt(Σ Var) at the reference truth."""
+    """A one-round local candidate: its predicted error is scale(n)·sqrt(Σ Var) at the reference truth, and its
+    sampling variance under a users split is scale(N)² times the reference's spread (Σ 1 - x² for a value in
+    [-1, 1], Σ f(1 - f) for frequencies: the worst case when the reference is x = 0 or uniform)."""
+    spread = float(np.sum(1 - reference ** 2 if target.encoding.size is None else reference * (1 - reference)))
 
     def predict(eps: float, n: int) -> float:
         return abs(scale(n)) * math.sqrt(float(np.sum(make(eps).variance(reference, max(n, 1)))))
@@ -88,7 +91,7 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
         r = Identity.like(make(1.0)) if math.isinf(eps) else make(eps)
         return lambda n: one_round(r, target.encoding, scale(n), shift(n), population=n)
 
-    return Candidate(name, "local", 1, predict, protocol, note)
+    return Candidate(name, "local", 1, predict, protocol, note, sampling=lambda pop: scale(pop) ** 2 * spread)
 
 
 # ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -43,6 +44,20 @@ class Candidate:
     # split), the same n that predict, check and describe get; False: the group's n
     share_n: bool = False
     aliases: tuple[str, ...] = ()  # other names OPTIONS (mechanism = ...) accepts for this one
+    # sampling(N) -> the largest variance of one user's true value, in the answer's units, for a group of N
+    # users: when only a random share of them answers, the estimate stands for all N and carries this sampling
+    # variance too (None: the candidate's prediction already holds it, or it has none)
+    sampling: Callable[[int], float] | None = None
+
+    def expected_se(self, eps: float, population: int, share: float = 1.0) -> float:
+        """The predicted standard error for a group of ``population`` users of whom a random ``share`` answer:
+        the mechanism's error at the users asked, plus the sampling error of standing for the others (finite-
+        population corrected). This is what the planner compares and what EXPLAIN shows."""
+        n = max(int(population * share), 1)
+        se = 0.0 if math.isinf(eps) else self.predict(eps, n)
+        if self.sampling is None or n >= population:
+            return se
+        return math.sqrt(se ** 2 + self.sampling(population) * (1 - n / population) / n)
 
 
 @dataclass
@@ -134,6 +149,7 @@ class Plan:
     remaining: float | None = None
     notes: list[str] = field(default_factory=list)
     ledger: str | None = None                   # where the budget is kept (shown: which ledger a plan is checked on)
+    groups: tuple[tuple[tuple, int], ...] = ()   # GROUP BY: each group's public key and user count
 
     @property
     def z(self) -> float:
@@ -176,12 +192,36 @@ def _eps(e: float) -> str:
     return "inf (noise off)" if e == float("inf") else f"{e:.4g}"
 
 
-def _se(c: Candidate, z: float, conf: float) -> str:
+def _se(c: Candidate, z: float, conf: float, se: float | None = None) -> str:
+    se = c.predicted_se if se is None else se
     if c.predicts == "mean_abs_bound":
-        return f"E|error| ≤ {c.predicted_se:.4g}"
+        return f"E|error| ≤ {se:.4g}"
     if c.predicts == "mean_abs":
-        return f"E|error| ≈ {c.predicted_se:.4g}"
-    return f"±{z * c.predicted_se:.4g} ({conf:.0%})"
+        return f"E|error| ≈ {se:.4g}"
+    return f"±{z * se:.4g} ({conf:.0%})"
+
+
+GROUP_LINES = 8   # EXPLAIN lists at most this many groups' predictions, then a summary of the rest
+
+
+def _predicted_lines(a: AggregatePlan, p: Plan, pad: str) -> list[str]:
+    """The predicted error: at the statement's users (the share asked, sampling error included), or under
+    GROUP BY one line per group at its own public user count, since each group runs on its own users."""
+    c, share = a.chosen, a.users[1] - a.users[0]
+    asked = f" ({max(int(p.n * share), 1):,} asked; sampling error included)" if share < 1 else ""
+    note = f"  ({c.note})" if c.note else ""
+    if not p.groups:
+        return [f"{pad}├─ predicted   {_se(c, p.z, p.confidence)} {a.target.unit} at n = {p.n:,}{asked}{note}"]
+    per = [(key, n, c.expected_se(a.epsilon, n, share)) for key, n in p.groups]
+    out = [f"{pad}├─ predicted   {a.target.unit} per group, each on its own users{note}"]
+    for key, n, se in per[:GROUP_LINES]:
+        label = ", ".join(f"{g} = {v}" for g, v in zip(p.group_by, key))
+        out.append(f"{pad}│    {label}: {_se(c, p.z, p.confidence, se)} at n = {n:,}")
+    if len(per) > GROUP_LINES:
+        rest = [se for _, _, se in per[GROUP_LINES:]]
+        out.append(f"{pad}│    … {len(rest)} more groups: from {_se(c, p.z, p.confidence, min(rest))} "
+                   f"to {_se(c, p.z, p.confidence, max(rest))}")
+    return out
 
 
 def explain_lines(p: Plan) -> list[str]:
@@ -225,8 +265,7 @@ def _aggregate_lines(a: AggregatePlan, p: Plan, head: str, pad: str) -> list[str
     out = [f"{head}{a.output} = {a.call.sql()}",
            f"{pad}├─ domain      {a.target.domain_text}",
            f"{pad}├─ mechanism * {c.mechanism}: {c.model}, {c.rounds} round(s), ε = {_eps(a.epsilon)}, {users}",
-           f"{pad}├─ predicted   {_se(c, p.z, p.confidence)} {a.target.unit} at n = {p.n:,}"
-           + (f"  ({c.note})" if c.note else "")]
+           *_predicted_lines(a, p, pad)]
     if c.describe is not None:
         n_a = max(int(p.n * share), 1)
         out.extend(f"{pad}├─ {line}" for line in c.describe(a.epsilon, n_a))

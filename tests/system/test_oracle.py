@@ -3,6 +3,8 @@ equal DuckDB's plain SQL on the same data, which tests filters, groups and user 
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -118,7 +120,8 @@ def test_multi_aggregate_intervals_cover_when_users_are_split():
                   "c": rng.choice(["a", "b", "c", "d"], n, p=[0.4, 0.3, 0.2, 0.1]), "b": rng.random(n) < 0.3})
     con = ldpql.connect(evaluation=True, seed=11)
     con.register("t", t, private={"x": (0, 100), "c": ["a", "b", "c"], "b": bool}, budget=1000)
-    for q in ("SELECT LDP_COUNT(b), LDP_MEAN(x) FROM t EPSILON 8", "SELECT LDP_HISTOGRAM(c), LDP_MEAN(x) FROM t EPSILON 4"):
+    for q in ("SELECT LDP_COUNT(b), LDP_MEAN(x) FROM t EPSILON 8 OPTIONS (split = 'users')",
+              "SELECT LDP_HISTOGRAM(c), LDP_MEAN(x) FROM t EPSILON 4 OPTIONS (split = 'users')"):
         res = con.sql(f"EVALUATE {q} REPEAT 300")
         assert res.plan.split == "users"
         for output, _, label, *_, coverage in res.fetchall():
@@ -134,3 +137,22 @@ def test_every_statement_splits_users_afresh():
         f"SELECT k FROM range(64) t(k) WHERE hash(xor(hash(k), {salt}::UBIGINT)) / 18446744073709551616.0 < 0.5 "
         "ORDER BY k").fetchall()) for salt in range(100)}
     assert len(halves) > 95
+
+
+def test_the_spread_of_split_estimates_over_runs_matches_their_reported_error():
+    """Over 200 runs of a statement that splits users, the estimates' spread is what their intervals say
+    (0.6-1.4×): each run asks a fresh random half, and the reported error holds that sampling."""
+    rng = np.random.default_rng(5)
+    n = 10_000
+    t = pa.table({"x": rng.uniform(0, 100, n), "b": rng.random(n) < 0.5})
+    con = ldpql.connect(evaluation=True, seed=17)
+    con.register("t", t, private={"x": (0, 100), "b": bool}, budget=10_000)
+    estimates, ses = [], []
+    for _ in range(200):
+        res = con.sql("SELECT LDP_COUNT(b), LDP_MEAN(x) FROM t EPSILON 8 OPTIONS (split = 'users')")
+        assert res.plan.split == "users"
+        (count, _), ((low, high, conf), _) = res.fetchone(), res.intervals()[0]
+        estimates.append(count)
+        ses.append((high - low) / 2 / NormalDist().inv_cdf(0.5 + conf / 2))
+    ratio = np.std(estimates) / np.mean(ses)
+    assert 0.6 <= ratio <= 1.4, ratio

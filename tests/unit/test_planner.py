@@ -81,6 +81,49 @@ def test_several_aggregates_split_users_when_that_predicts_less_error():
     assert "users: 2 disjoint groups" in str(p)
 
 
+def test_a_users_split_predicts_the_sampling_error_too():
+    """Under a users split an aggregate's estimate stands for users who did not answer: its prediction adds
+    their sampling variance (per-user spread × (1 - n/N) / n), so at a large ε, where the mechanism's noise is
+    small, splitting users no longer looks free (the audit: LDP_COUNT beside a mean covered 0% at ε = 8)."""
+    sql = "SELECT LDP_COUNT(income > 50000), LDP_MEAN(income) FROM people EPSILON 8"
+    p = _plan(sql + " OPTIONS (split = 'users')")
+    count, mean = p.aggregates
+    noise = count.chosen.predict(8.0, 5_000)
+    sampling = 10_000 * math.sqrt(0.25 * 0.5 / 5_000)   # N·sqrt(f(1-f)(1 - n/N)/n) at the worst f = 1/2
+    assert count.chosen.predicted_se == pytest.approx(math.hypot(noise, sampling))
+    assert "split = 'users' was asked for" in str(p) and "sampling error included" in str(p)
+    assert _plan(sql).split == "epsilon"   # with the sampling term, splitting ε wins here
+
+
+def test_the_split_option_is_checked():
+    assert _plan("SELECT LDP_MEAN(income), LDP_HISTOGRAM(city) FROM people EPSILON 1 "
+                 "OPTIONS (split = 'epsilon')").split == "epsilon"
+    with pytest.raises(ldpql.PlanError, match="cannot apply"):
+        _plan("SELECT LDP_MEAN(income, epsilon => 0.5), LDP_HISTOGRAM(city) FROM people EPSILON 1 "
+              "OPTIONS (split = 'users')")
+    with pytest.raises(ldpql.PlanError, match="must be one of"):
+        _plan("SELECT LDP_MEAN(income), LDP_HISTOGRAM(city) FROM people EPSILON 1 OPTIONS (split = 'rows')")
+
+
+def test_grouped_predictions_are_made_per_group_at_its_own_size():
+    """The audit: a group of 1,610 users got ±1,020 where EXPLAIN, predicting at the whole table's n, said
+    ±183. Group sizes are public counts: each group gets its own prediction, and the choice is made at the
+    median group's size."""
+    groups = tuple(((name,), size) for name, size in [("Fair", 1_610), ("Good", 4_906), ("Ideal", 21_551),
+                                                        ("Premium", 13_791), ("Very Good", 12_082)])
+    sql = "SELECT region, LDP_MEAN(income) FROM people GROUP BY region EPSILON 1"
+    p = plan(parse_one(sql), _table(), PublicFacts(53_940, 5, 4.0, groups=groups), {}, sql)
+    c = p.aggregates[0].chosen
+    assert c.predicted_se == pytest.approx(c.predict(1.0, 12_082))   # the median group
+    text = str(p)
+    for (name,), size in groups:
+        line = next(line for line in text.splitlines() if f"region = {name}:" in line)
+        assert f"±{p.z * c.predict(1.0, size):.4g} (95%) at n = {size:,}" in line
+    many = tuple(((f"g{i}",), 100 + i) for i in range(20))
+    text = str(plan(parse_one(sql), _table(), PublicFacts(sum(n for _, n in many), 20, 4.0, groups=many), {}, sql))
+    assert "… 12 more groups" in text and text.count("at n = ") == 8
+
+
 def test_fixed_shares_split_epsilon():
     p = _plan("SELECT LDP_MEAN(income, epsilon => 0.25), LDP_HISTOGRAM(city) FROM people EPSILON 1")
     assert p.split == "epsilon" and [a.epsilon for a in p.aggregates] == [0.25, 0.75]
