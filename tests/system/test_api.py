@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import contextlib
 
-import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -83,6 +82,7 @@ def test_statement_seed_option_fixes_the_noise(people, people_parquet):
 
 
 def test_register_pandas_and_arrow():
+    pytest.importorskip("pandas")
     con = ldpql.connect(seed=5, evaluation=True)
     df = people_table(5000).to_pandas()
     con.register("p", df, private={"income": (0, 250000), "city": ["Lyon", "Nice", "Paris"], "smoker": bool},
