@@ -91,7 +91,8 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
         r = Identity.like(make(1.0)) if math.isinf(eps) else make(eps)
         return lambda n: one_round(r, target.encoding, scale(n), shift(n), population=n)
 
-    return Candidate(name, "local", 1, predict, protocol, note, sampling=lambda pop: scale(pop) ** 2 * spread)
+    return Candidate(name, "local", 1, predict, protocol, note, sampling=lambda pop: scale(pop) ** 2 * spread,
+                     scale=scale)
 
 
 # ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------

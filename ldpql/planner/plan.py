@@ -48,6 +48,9 @@ class Candidate:
     # users: when only a random share of them answers, the estimate stands for all N and carries this sampling
     # variance too (None: the candidate's prediction already holds it, or it has none)
     sampling: Callable[[int], float] | None = None
+    # scale(N) -> the factor a protocol told N users applies to its estimate (LDP_COUNT, LDP_SUM: N): under a
+    # users split, predict() at the users asked scales by their number, but the answer stands for all N
+    scale: Callable[[int], float] | None = None
 
     def expected_se(self, eps: float, population: int, share: float = 1.0) -> float:
         """The predicted standard error for a group of ``population`` users of whom a random ``share`` answer:
@@ -55,7 +58,11 @@ class Candidate:
         population corrected). This is what the planner compares and what EXPLAIN shows."""
         n = max(int(population * share), 1)
         se = 0.0 if math.isinf(eps) else self.predict(eps, n)
-        if self.sampling is None or n >= population:
+        if n >= population:
+            return se
+        if self.scale is not None:
+            se *= abs(self.scale(population) / self.scale(n))
+        if self.sampling is None:
             return se
         return math.sqrt(se ** 2 + self.sampling(population) * (1 - n / population) / n)
 
