@@ -24,7 +24,7 @@ from ldpql.errors import (CatalogError, Error, ExecuteError, InternalError, Pars
 from ldpql.executor import Cell, Executor, covered_users, public_cells
 from ldpql.grammar import ast, parse
 from ldpql.ledger import Ledger
-from ldpql.planner import Plan, PublicFacts, check_option, check_public, plan
+from ldpql.planner import Plan, PublicFacts, check_option, check_public, plan, sweep
 from ldpql.reporting import NOT_PRIVATE, evaluation_result, select_result
 from ldpql.result import Result
 
@@ -142,7 +142,7 @@ class Connection:
 
     def _explain_text(self, select: ast.Select, text: str) -> str:
         with self._snapshot(self.catalog.get(select.table, select.pos, text)) as table:
-            return str(self._plan(select, text, table)[0])
+            return str(self._plan(select, text, table, sweep if select.sweep else plan)[0])
 
     def register(self, name: str, data: Any, private: dict[str, Any] | None = None, public: list[str] | None = None,
                  budget: float | None = None, delta: float = 0.0, privacy_unit: str | None = None,
@@ -279,6 +279,7 @@ class Connection:
         started = time.monotonic()
         with self._snapshot(self.catalog.get(stmt.table, stmt.pos, text)) as table:
             p, cells, users = self._plan(stmt, text, table)
+            _check_accuracy(p)
             ex = Executor(self.duck, self.progress)
             tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
             if p.n == 0 or math.isinf(p.epsilon):
@@ -324,8 +325,9 @@ class Connection:
         finally:
             self.duck.execute(f"DROP TABLE IF EXISTS {SNAPSHOT}")
 
-    def _plan(self, stmt: ast.Select, text: str, table: cat.Table | None = None):
-        """(plan, GROUP BY cells, the ids of the users the statement covers or None for every user)."""
+    def _plan(self, stmt: ast.Select, text: str, table: cat.Table | None = None, planner=plan):
+        """(plan, GROUP BY cells, the ids of the users the statement covers or None for every user); ``planner``
+        is :func:`~ldpql.planner.sweep` for EXPLAIN ... EPSILON IN (...)."""
         table = table or self.catalog.get(stmt.table, stmt.pos, text)
         group = [table.column(c.name, c.pos, text).name for c in stmt.group_by]
         where = stmt.where.sql() if stmt.where is not None else None
@@ -336,7 +338,7 @@ class Connection:
         facts = PublicFacts(sum(c.n for c in cells), len(cells), self.ledger.remaining(table.ledger_key, users),
                             self.ledger.remaining_delta(table.ledger_key), self.ledger.path,
                             tuple((c.key, c.n) for c in cells) if group else ())
-        return plan(stmt, table, facts, self.session, text, self.evaluation), cells, users
+        return planner(stmt, table, facts, self.session, text, self.evaluation), cells, users
 
     def _check_data(self, table: cat.Table) -> None:
         """Before each statement: units are still one row each, the source reads the same relations (a glob may
@@ -380,7 +382,10 @@ class Connection:
 
     def _explain(self, stmt: ast.Explain, text: str) -> Result:
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
-            p = self._plan(stmt.select, text, table)[0]
+            p = self._plan(stmt.select, text, table, sweep if stmt.select.sweep else plan)[0]
+        if stmt.select.sweep:
+            return Result(p.columns, p.rows, message="\n".join(p.header()), notes=p.notes,
+                          footer="nothing was run and no budget was spent")
         return Result(["plan"], [(line,) for line in str(p).splitlines()], plan=p,
                       footer="nothing was run and no budget was spent")
 
@@ -392,6 +397,7 @@ class Connection:
             raise PlanError("REPEAT must be at least 1")
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
             p, cells, _ = self._plan(stmt.select, text, table)
+            _check_accuracy(p)
             self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
             ex = Executor(self.duck, self.progress)
             ex.cache = {}
@@ -487,6 +493,12 @@ SNAPSHOT = "__ldpql_snapshot"
 SEED_REFUSAL = "a seed makes the noise predictable, so it is honoured in evaluation mode only"
 SEED_HINT = ("for reproducible research runs open ldpql.connect(evaluation=True, seed=7) or run ldpql --evaluate "
              "--seed 7; the results are then labelled not private")
+
+
+def _check_accuracy(p: Plan) -> None:
+    """An ACCURACY that no ε up to the engine's cap reaches is refused before anything runs (EXPLAIN shows why)."""
+    if p.accuracy is not None and p.accuracy.refusal is not None:
+        raise p.accuracy.refusal
 
 
 def _is_database(path: str) -> bool:

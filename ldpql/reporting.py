@@ -127,6 +127,8 @@ def select_result(p: Plan, cells: list[Cell], estimates: dict, spent: float, rem
     footer += f"; {remaining:.4g} left on {p.table.name}" if remaining is not None else ""
     footer += f"; {p.n:,} users; {elapsed:.2f} s"
     notes = list(p.notes) + list(dict.fromkeys(e.note for e in estimates.values() if e is not None and e.note))
+    if p.accuracy is not None:   # why this ε (ACCURACY ±a)
+        notes.insert(0, f"ACCURACY ±{p.accuracy.target:g}: ran at {p.accuracy.summary()}")
     if math.isinf(p.epsilon):
         notes.append(NOT_PRIVATE + " (EPSILON INF: noise off)")
     return Result(output_columns(p), rows, intervals, plan=p, epsilon_spent=spent, notes=notes, footer=footer,

@@ -38,7 +38,7 @@ RESERVED = ("EPSILON", "DELTA", "OPTIONS", "EXPLAIN", "EVALUATE")
 KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "AS", "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL",
             "TRUE", "FALSE", "CREATE", "TABLE", "PUBLIC", "PRIVATE", "INTEGER", "BOOLEAN", "DEFAULT", "PRIVACY",
             "UNIT", "BUDGET", "ROUNDS", "INF", "REPEAT", "SHOW", "TABLES", "LEDGER", "DESCRIBE", "DESC", "USE",
-            "SET", "ALTER", "DROP", "COLUMN") + RESERVED
+            "SET", "ALTER", "DROP", "COLUMN", "ACCURACY") + RESERVED
 
 
 def quote_name(name: str) -> str:
@@ -289,7 +289,12 @@ class Option:
 
 @dataclass(frozen=True)
 class Select:
-    """``SELECT items [FROM t] [WHERE e] [GROUP BY cols] [EPSILON e [DELTA d]] [OPTIONS (...)]``."""
+    """``SELECT items [FROM t] [WHERE e] [GROUP BY cols] [EPSILON e | EPSILON IN (e, ...) | ACCURACY ±a]
+    [DELTA d] [OPTIONS (...)]``.
+
+    At most one of ``epsilon``, ``sweep`` (EXPLAIN's side-by-side predictions at each listed ε) and
+    ``accuracy`` (the planner picks the smallest ε whose predicted error is within ±a) is set; the parser
+    refuses two of them with a caret."""
 
     items: tuple[SelectItem, ...]
     table: str | None = None
@@ -298,6 +303,8 @@ class Select:
     epsilon: Literal | None = None
     delta: Literal | None = None
     options: tuple[Option, ...] = ()
+    accuracy: Literal | None = None
+    sweep: tuple[Literal, ...] = ()
     pos: Pos = _pos()
 
     def sql(self) -> str:
@@ -308,8 +315,13 @@ class Select:
             parts.append(f"WHERE {self.where.sql()}")
         if self.group_by:
             parts.append("GROUP BY " + ", ".join(c.sql() for c in self.group_by))
+        delta = f" DELTA {self.delta.sql()}" if self.delta else ""
         if self.epsilon is not None:
-            parts.append(f"EPSILON {self.epsilon.sql()}" + (f" DELTA {self.delta.sql()}" if self.delta else ""))
+            parts.append(f"EPSILON {self.epsilon.sql()}{delta}")
+        elif self.sweep:
+            parts.append(f"EPSILON IN ({', '.join(e.sql() for e in self.sweep)}){delta}")
+        elif self.accuracy is not None:
+            parts.append(f"ACCURACY ±{self.accuracy.sql()}{delta}")
         if self.options:
             parts.append("OPTIONS (" + ", ".join(o.sql() for o in self.options) + ")")
         return " ".join(parts)

@@ -21,7 +21,7 @@ _TERMINALS = {"NAME": "a name", "QUOTED_NAME": "a quoted name", "STRING": "a 'st
               "COMP_OP": "a comparison (=, <>, <, ...)", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
               "SEMICOLON": "';'", "ARROW": "'=>'", "EQUAL": "'='", "STAR": "'*'", "DOT": "'.'",
               "$END": "the end of the statement", "VISIBILITY": "PUBLIC or PRIVATE", "INF": "INF", "NOT": "NOT",
-              "INTEGER": "INTEGER"}
+              "INTEGER": "INTEGER", "PLUSMINUS": "±"}
 
 
 class _GluedKeyword(Exception):
@@ -286,6 +286,18 @@ class _ToAst(Transformer_NonRecursive):
             eps = ast.Literal(math.inf, _tok_pos(eps))
         return ("epsilon", (eps, delta, _pos(meta)))
 
+    def epsilon_sweep(self, meta, children):
+        *values, delta = children
+        return ("sweep", (tuple(values), delta, _pos(meta)))
+
+    def accuracy_clause(self, meta, children):
+        _, value, delta = children
+        if not value.value > 0:
+            raise self._error(f"ACCURACY must be a positive error bound, not {value.sql()}", value.pos,
+                              hint="for example ACCURACY ±0.5: answers within ±0.5 at the statement's confidence",
+                              width=len(value.sql()))
+        return ("accuracy", (value, delta, _pos(meta)))
+
     def option(self, meta, children):
         return ast.Option(str(children[0]).lower(), children[-1], _pos(meta))
 
@@ -304,12 +316,27 @@ class _ToAst(Transformer_NonRecursive):
         rest = [c for c in children if c is not None and not isinstance(c, ast.SelectItem)]
         flat = [p for c in rest for p in (c if isinstance(c, list) else [c])]
         for key, value in flat:
-            if key == "epsilon" and key in parts:
-                raise self._error("EPSILON is given twice", value[2],
-                                  hint="give EPSILON once, after the select list or at the end")
+            if key in _SPEND and (clash := next((k for k in _SPEND if k in parts), None)):
+                raise self._spend_clash(clash, key, value[2])
             parts[key] = value
         eps, delta, _ = parts.pop("epsilon", (None, None, None))
-        return ast.Select(items, epsilon=eps, delta=delta, pos=_pos(meta), **parts)
+        sweep, sweep_delta, _ = parts.pop("sweep", ((), None, None))
+        accuracy, accuracy_delta, _ = parts.pop("accuracy", (None, None, None))
+        return ast.Select(items, epsilon=eps, delta=delta or sweep_delta or accuracy_delta, accuracy=accuracy,
+                          sweep=sweep, pos=_pos(meta), **parts)
+
+    def _spend_clash(self, first: str, second: str, pos: ast.Pos) -> ParseError:
+        """Two of EPSILON, EPSILON IN (...) and ACCURACY in one SELECT: each decides the statement's ε."""
+        if first == second == "epsilon":
+            return self._error("EPSILON is given twice", pos, hint="give EPSILON once, after the select list or at "
+                               "the end")
+        if first == second:
+            return self._error(f"{_SPEND[first]} is given twice", pos, hint=f"give {_SPEND[first]} once")
+        return self._error(f"{_SPEND[first]} and {_SPEND[second]} cannot both be given", pos,
+                           width=len(_SPEND[second].split()[0]),
+                           hint="each decides the statement's ε: EPSILON e spends e, ACCURACY ±a spends the smallest "
+                                "ε whose predicted error is within ±a, EXPLAIN ... EPSILON IN (e1, e2, ...) compares "
+                                "the predictions at several ε; keep one")
 
     def explain(self, meta, children):
         return ast.Explain(children[0], _pos(meta))
@@ -403,6 +430,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def drop_table(self, meta, children):
         return ast.DropTable(children[0], _pos(meta))
+
+
+_SPEND = {"epsilon": "EPSILON", "sweep": "EPSILON IN (...)", "accuracy": "ACCURACY"}
 
 
 def _expr_pos(e) -> ast.Pos:

@@ -18,9 +18,10 @@ from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, AggregateSpec, register_aggregate
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
 from ldpql.planner import histogram  # noqa: F401,E402  (registers LDP_HISTOGRAM/FREQUENCY/TOPK/MODE)
+from ldpql.planner import accuracy
 
 __all__ = ["AGGREGATES", "COMMON_ARGS", "AggregateSpec", "Candidate", "Plan", "PublicFacts", "Target", "plan", "check_option",
-           "check_public", "register_aggregate", "RULES", "OPTIONS"]
+           "check_public", "register_aggregate", "RULES", "OPTIONS", "sweep"]
 
 # OPTIONS keys and what they accept; session SET takes the same keys (and epsilon).
 OPTIONS = {
@@ -482,8 +483,33 @@ RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, n
 
 def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",
          evaluation: bool = False) -> Plan:
-    """Plan a SELECT over ``table`` from public facts only; ``str(result)`` is its EXPLAIN text."""
-    ctx = _Context(select, table, facts, dict(session or {}), text or select.sql(), evaluation)
+    """Plan a SELECT over ``table`` from public facts only; ``str(result)`` is its EXPLAIN text. With
+    ``ACCURACY ±a`` the ε is the smallest whose predicted error is within ±a (:mod:`ldpql.planner.accuracy`)."""
+    text = text or select.sql()
+    if select.sweep:
+        raise _error(PlanError, "EPSILON IN (...) compares predictions and runs nothing, so it needs EXPLAIN", text,
+                     select.sweep[0], hint="write EXPLAIN SELECT ... EPSILON IN (0.5, 1, 2, 4), then run the statement "
+                     "with the EPSILON (or ACCURACY) you choose")
+    accuracy.refuse_stray_accuracy(select, text)
+    if select.accuracy is None:
+        return _plan(select, table, facts, session, text, evaluation)
+
+    return accuracy.plan_by_accuracy(select, lambda eps: _plan(accuracy.trial_select(select, eps, select.accuracy),
+                                     table, facts, session, text, evaluation), text, EPSILON_FLOOR)
+
+
+def sweep(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",
+          evaluation: bool = False) -> accuracy.Sweep:
+    """EXPLAIN ... EPSILON IN (e1, e2, ...): the predictions at each listed ε, side by side; runs nothing."""
+    text = text or select.sql()
+    accuracy.refuse_stray_accuracy(select, text)
+    return accuracy.sweep(select, lambda eps: _plan(accuracy.trial_select(select, eps, select.sweep[0]), table, facts,
+                                                    session, text, evaluation), text)
+
+
+def _plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None, text: str,
+          evaluation: bool) -> Plan:
+    ctx = _Context(select, table, facts, dict(session or {}), text, evaluation)
     for rule in RULES:
         rule(ctx)
     if facts.n == 0:

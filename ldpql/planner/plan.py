@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from statistics import NormalDist
 
@@ -157,6 +157,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     ledger: str | None = None                   # where the budget is kept (shown: which ledger a plan is checked on)
     groups: tuple[tuple[tuple, int], ...] = ()   # GROUP BY: each group's public key and user count
+    accuracy: Any = None                        # ACCURACY ±a: how its ε was chosen (planner.accuracy.Accuracy)
 
     @property
     def z(self) -> float:
@@ -244,6 +245,8 @@ def explain_lines(p: Plan) -> list[str]:
                    + (f" -> {left - p.epsilon:.4g} after this statement)" if p.epsilon <= left * (1 + 1e-9) else
                       f"; this statement would be refused: it needs {p.epsilon:.4g})"))
     lines.append(budget)
+    if p.accuracy is not None:
+        lines.extend(f"├─ accuracy    {line}" for line in p.accuracy.lines())
     if p.ledger is not None:
         lines.append(f"├─ ledger      {p.ledger}")
     if p.epsilon0 is None:

@@ -1,0 +1,354 @@
+"""Accuracy-first planning: ``SELECT … ACCURACY ±a`` and ``EXPLAIN SELECT … EPSILON IN (e1, e2, …)``.
+
+The planner predicts every aggregate's error at a given ε from public facts only. ACCURACY turns the question
+round: the statement's total ε becomes the unknown, and the planner itself (its split rule and mechanism
+choice, unchanged) is evaluated at trial values of ε until the smallest one is found at which every aggregate's
+predicted error at the statement's confidence is within ±a. ``EPSILON IN (...)`` evaluates it at each listed ε
+and shows the predictions side by side. Neither reads a private value nor spends anything: a trial plan is a
+plan, and plans are built from :class:`~ldpql.planner.PublicFacts`.
+
+What "within ±a" means is what EXPLAIN's ``predicted`` line shows for the aggregate: the half-width z·se of the
+interval at the statement's confidence, in the unit the aggregate's prediction is measured in (the answer's unit
+for LDP_MEAN/LDP_SUM/LDP_COUNT, a frequency per bin for histograms, a rank error as a fraction of the users for
+quantiles). A candidate whose prediction is a bound on the mean absolute error (E|error| ≤ b, LDP_MIN/LDP_MAX's
+bisection) is held to b ≤ a instead, and EXPLAIN says so.
+
+The search: every trial plan is evaluated on a coarse grid (factors of 2 from the engine's cap down to its
+floor), the first grid point from below that meets ±a brackets the smallest ε with the point before it, and a
+bisection on log ε narrows the bracket to a relative width of :data:`TOLERANCE`. The ε that runs is the upper end,
+rounded up to :data:`DIGITS` significant digits, so the number shown is the number charged and its prediction is
+within ±a. The predicted error falls with ε for every candidate; the split rule may switch between splitting users
+and splitting ε as ε grows, which can make a statement's worst error jump, so the grid finds the first crossing
+rather than assuming one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from ldpql.errors import PlanError
+from ldpql.grammar import ast
+from ldpql.mechanisms.base import EPSILON_CAP
+from ldpql.planner.plan import AggregatePlan, Candidate, Plan
+
+TOLERANCE = 1e-4     # the final bracket on ε: hi / lo ≤ 1 + TOLERANCE
+DIGITS = 4           # the ε that runs, rounded up to this many significant digits
+GRID_FACTOR = 2.0    # the coarse scan's step in ε
+
+PlanAt = Callable[[float], Plan]
+
+
+def predicted_error(a: AggregatePlan, p: Plan) -> float:
+    """What ACCURACY compares with a: the predicted half-width at the plan's confidence (z·se), or the bound
+    on E|error| for a candidate that predicts one; under GROUP BY the largest over the groups (each runs on its
+    own users, whose count is public). Infinite for an aggregate without a chosen mechanism."""
+    c = a.chosen
+    if c is None or c.predicted_se != c.predicted_se:
+        return math.inf
+    se = max((c.expected_se(a.epsilon, n, a.users[1] - a.users[0]) for _, n in p.groups), default=c.predicted_se)
+    return p.z * se if c.predicts == "stderr" else se
+
+
+def smallest_group(p: Plan) -> int | None:
+    """Under GROUP BY, the smallest group's user count (the one whose error binds); None without groups."""
+    return min((n for _, n in p.groups), default=None) if len(p.groups) > 1 else None
+
+
+def describe_error(c: Candidate, value: float, confidence: float) -> str:
+    """``value`` as the kind of prediction ``c`` makes: ±v (95%) or E|error| ≤ v."""
+    if c.predicts == "stderr":
+        return f"±{value:.4g} ({confidence:.0%})"
+    return f"E|error| {'≤' if c.predicts == 'mean_abs_bound' else '≈'} {value:.4g}"
+
+
+def runs(p: Plan) -> list[AggregatePlan]:
+    """The aggregates that run a protocol (an aggregate that reads a shared release has its owner's error)."""
+    return [a for a in p.aggregates if a.source is None]
+
+
+def targets(p: Plan, default: float) -> dict[int, float]:
+    """Each running aggregate's ±a: its own ``accuracy =>``, else the statement's; an aggregate that reads a
+    shared release tightens its owner's (post-processing of one release: one error to bound)."""
+    own = {a.index: _named_accuracy(a) or default for a in p.aggregates}
+    out = {a.index: own[a.index] for a in runs(p)}
+    for a in p.aggregates:
+        if a.source is not None:
+            out[a.source] = min(out[a.source], own[a.index])
+    return out
+
+
+def _named_accuracy(a: AggregatePlan) -> float | None:
+    return next((float(arg.value.value) for arg in a.call.named if arg.name == "accuracy"), None)
+
+
+def _worst(p: Plan, target: float, which: int | None = None) -> float:
+    """The largest ratio of predicted error to ±a among the aggregates (or the one with index ``which``)."""
+    goal = targets(p, target)
+    return max((predicted_error(a, p) / goal[a.index] for a in runs(p) if which in (None, a.index)), default=0.0)
+
+
+class _Trials:
+    """Plans at trial ε, each built once; a PlanError at a trial ε (a candidate that refuses to run there, say)
+    counts as missing the target, so the search only moves towards ε where the statement can run."""
+
+    def __init__(self, plan_at: PlanAt):
+        self.plan_at, self.plans = plan_at, {}
+
+    def __call__(self, eps: float) -> Plan | None:
+        if eps not in self.plans:
+            try:
+                with np.errstate(divide="ignore", over="ignore", invalid="ignore"):   # ε near the floor: inf is
+                    self.plans[eps] = self.plan_at(eps)                                # a fine prediction there
+            except PlanError:
+                self.plans[eps] = None
+        return self.plans[eps]
+
+    def meets(self, eps: float, target: float, which: int | None = None) -> bool:
+        p = self(eps)
+        return p is not None and _worst(p, target, which) <= 1.0
+
+
+def smallest_epsilon(trials: _Trials, target: float, low: float, high: float, which: int | None = None) -> float | None:
+    """The smallest ε in [low, high] whose plan's predicted error is within ±a (``target``, or an aggregate's own
+    ``accuracy =>``) for every aggregate, or for the one with index ``which``, rounded up to DIGITS significant
+    digits; None when not even ``high`` reaches it."""
+    grid = [low]
+    while grid[-1] * GRID_FACTOR < high:
+        grid.append(grid[-1] * GRID_FACTOR)
+    grid.append(high)
+    first = next((i for i, e in enumerate(grid) if trials.meets(e, target, which)), None)
+    if first is None:
+        return None
+    if first == 0:
+        return grid[0]
+    lo, hi = grid[first - 1], grid[first]
+    while hi / lo > 1 + TOLERANCE:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if trials.meets(mid, target, which) else (mid, hi)
+    shown = min(round_up(hi), high)
+    return shown if trials.meets(shown, target, which) else hi
+
+
+def round_up(x: float, digits: int = DIGITS) -> float:
+    """``x`` rounded up to ``digits`` significant digits (1.23412 -> 1.235)."""
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return float(f"{math.ceil(x / step - 1e-9) * step:.{digits}g}")
+
+
+@dataclass
+class Accuracy:
+    """What ACCURACY chose: the target, the ε that runs, and for each aggregate the smallest ε that reaches its
+    target (under the statement's split rule). ``refusal`` is set when no ε up to the cap reaches it."""
+
+    target: float
+    confidence: float
+    epsilon: float
+    reached: bool
+    per_aggregate: list[tuple[str, float, float | None, str]] = field(default_factory=list)  # (output, ±a, ε, error)
+    smallest_group: int | None = None
+    low: float = 0.0
+    refusal: PlanError | None = None
+    within_budget: str = ""    # over budget: what the ε left would give
+    empty: bool = False        # no users match
+
+
+    def summary(self) -> str:
+        """One line: the ε chosen and why (EXPLAIN's accuracy line; also a note on the result)."""
+        where = (f" in every group (the smallest has {self.smallest_group:,} users)"
+                 if self.smallest_group is not None else "")
+        goal = f"±{self.target:g}" if all(t == self.target for _, t, _, _ in self.per_aggregate) else \
+            "its ±a"
+        if self.empty:
+            return "no users match, so ACCURACY picks no ε: every answer is NULL and nothing is spent"
+        if not self.reached:
+            return (f"no ε up to the engine's cap {EPSILON_CAP:g} brings every predicted error ({self.confidence:.0%}) "
+                    f"within {goal}{where}; this statement would be refused")
+        lowest = f" (or less: ldpql plans no ε below {self.low:.4g})" if self.epsilon <= self.low else ""
+        return (f"ε = {self.epsilon:.4g}{lowest}, the smallest ε whose predicted error ({self.confidence:.0%}) is "
+                f"within {goal} for every aggregate{where}")
+
+    def lines(self) -> list[str]:
+        """EXPLAIN's accuracy lines: the summary, then per aggregate the ε it needs and its error at the chosen ε."""
+        out = [self.summary()]
+        if self.empty:
+            return out
+        binding = max((e for _, _, e, _ in self.per_aggregate if e is not None), default=None)
+        group = " in the smallest group" if self.smallest_group is not None else ""
+        for output, goal, eps, error in self.per_aggregate:
+            needs = f"within ±{goal:g} from ε = {eps:.4g}" if eps is not None else \
+                f"not within ±{goal:g} at any ε up to {EPSILON_CAP:g}"
+            mark = " (the binding one)" if len(self.per_aggregate) > 1 and eps == binding else ""
+            out.append(f"{output}: {needs}{mark}; predicted {error} at ε = {self.epsilon:.4g}{group}")
+        if self.within_budget:
+            out.append(self.within_budget)
+        return out
+
+
+def plan_by_accuracy(select: ast.Select, plan_at: PlanAt, text: str, floor: float) -> Plan:
+    """The plan of an ``ACCURACY ±a`` statement: :func:`smallest_epsilon` over ``plan_at`` (the planner at a
+    trial ε), then the plan at the ε found, or at the cap when none reaches ±a (then marked refused). ``floor``
+    is the least ε the planner gives one aggregate."""
+    target = float(select.accuracy.value)
+    _check_arguments(select, text)
+    trials = _Trials(plan_at)
+    top = trials(EPSILON_CAP)
+    if top is None:            # the statement cannot run even at the cap: say why, as EPSILON would
+        plan_at(EPSILON_CAP)
+    n, low = top.n, floor * max(len(runs(top)), 1) * 1.01
+    chosen = smallest_epsilon(trials, target, low, EPSILON_CAP) if n else low   # no users: nothing is spent
+    reached = chosen is not None
+    final = trials(chosen if reached else EPSILON_CAP) or top
+    goal = targets(final, target)
+    per = [(_outputs(a, final), goal[a.index], smallest_epsilon(trials, target, low, EPSILON_CAP, a.index) if n else None,
+            describe_error(a.chosen, predicted_error(a, final), final.confidence)) for a in runs(final)]
+    acc = Accuracy(target, final.confidence, final.epsilon, reached, per, smallest_group(final), low, empty=n == 0)
+    if not reached:
+        acc.refusal = _unreachable(acc, final, goal, text, select.accuracy)
+    elif final.remaining is not None and n and final.epsilon > max(final.remaining, 0) * (1 + 1e-9):
+        acc.within_budget = _what_is_left(trials, max(final.remaining, 0), low, target)
+    return replace(final, statement=select, accuracy=acc)   # (a copy: the trial plans stay as they were)
+
+
+def _outputs(a: AggregatePlan, p: Plan) -> str:
+    """An aggregate's output name, with those that read its release (one error bounds them all)."""
+    readers = [b.output for b in p.aggregates if b.source == a.index]
+    return a.output + (f" (and {', '.join(readers)}: one release)" if readers else "")
+
+
+def _check_arguments(select: ast.Select, text: str) -> None:
+    """ACCURACY chooses the ε and its split, so no aggregate fixes an ε share; ``accuracy =>`` is positive."""
+    for item in select.items:
+        for arg in item.expr.named if isinstance(item.expr, ast.Call) else ():
+            v = arg.value.value
+            if arg.name == "epsilon":
+                raise _error("an epsilon => share cannot be fixed when ACCURACY chooses the statement's ε", text, arg,
+                             "remove the epsilon => share (the planner splits the ε it picks), or write EPSILON e")
+            if arg.name == "accuracy" and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                           or not 0 < v < math.inf):
+                raise _error(f"accuracy => must be a positive error bound, not {arg.value.sql()}", text, arg,
+                             "for example LDP_COUNT(age > 65, accuracy => 50)")
+
+
+def refuse_stray_accuracy(select: ast.Select, text: str) -> None:
+    """``accuracy =>`` sets an aggregate's own ±a for ACCURACY; without the clause it would silently do nothing."""
+    if select.accuracy is not None:
+        return
+    for item in select.items:
+        for arg in item.expr.named if isinstance(item.expr, ast.Call) else ():
+            if arg.name == "accuracy":
+                raise _error("accuracy => sets this aggregate's own ±a when the statement plans by ACCURACY", text,
+                             arg, "add ACCURACY ±a to the statement (its default for the other aggregates), or remove "
+                                  "accuracy =>")
+
+
+def _what_is_left(trials: _Trials, left: float, low: float, target: float) -> str:
+    """Over budget: the predicted errors at the ε that is left (the best this budget can buy)."""
+    p = trials(left) if left >= low else None
+    if p is None:
+        return f"over budget: {left:.4g} is left, too little to plan with"
+    errors = ", ".join(f"{a.output} {describe_error(a.chosen, predicted_error(a, p), p.confidence)}" for a in runs(p))
+    return f"over budget: the ε = {left:.4g} left would give {errors}"
+
+
+def _floor() -> float:
+    from ldpql.planner import EPSILON_FLOOR   # (the planner's package imports this module)
+    return EPSILON_FLOOR
+
+
+def _unreachable(acc: Accuracy, at: Plan, goal: dict[int, float], text: str, node) -> PlanError:
+    """The refusal of an ACCURACY that no ε up to the cap reaches, with the best accuracy there."""
+    worst = max(runs(at), key=lambda a: predicted_error(a, at) / goal[a.index])
+    best = predicted_error(worst, at)
+    lower = ", lower the confidence (OPTIONS (confidence = 0.9))" if worst.chosen.predicts == "stderr" else ""
+    return _error(f"ACCURACY ±{goal[worst.index]:g} cannot be reached for {worst.output}: at the engine's cap "
+                  f"ε = {EPSILON_CAP:g} its predicted error is {describe_error(worst.chosen, best, acc.confidence)}",
+                  text, node, f"ask for ±{round_up(best, 2):g} or more{lower}, or query more users; EXPLAIN shows "
+                  "each aggregate's error")
+
+
+def _error(message: str, text: str, node, hint: str) -> PlanError:
+    pos = getattr(node, "pos", None) or ast.Pos()
+    return PlanError(message, hint=hint).with_position(text, pos.line or None, pos.column or None)
+
+
+# ---- EPSILON IN (e1, e2, ...) ------------------------------------------------------------------------------
+
+@dataclass
+class Sweep:
+    """EXPLAIN ... EPSILON IN (...): each aggregate's predicted error and chosen mechanism at each listed ε,
+    as a table (``columns``, ``rows``); ``str()`` is the text EXPLAIN prints. Nothing runs, nothing is spent."""
+
+    statement: ast.Select
+    confidence: float
+    n: int
+    smallest_group: int | None
+    columns: list[str]
+    rows: list[tuple[str, ...]]
+    notes: list[str] = field(default_factory=list)    # why an ε was refused
+
+    def header(self) -> list[str]:
+        """What the table shows, above it."""
+        where = (f" in the smallest group ({self.smallest_group:,} users; groups are disjoint and each gets the full ε)"
+                 if self.smallest_group is not None else f" at n = {self.n:,}")
+        return [f"predicted error by ε for: {self.statement.sql()}",
+                f"the half-width of each answer's interval at {self.confidence:.0%} confidence{where}, "
+                "and the mechanism the planner would choose"]
+
+    def __str__(self) -> str:
+        widths = [max(len(str(r[i])) for r in [tuple(self.columns), *self.rows]) for i in range(len(self.columns))]
+        table = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in [tuple(self.columns), *self.rows]]
+        return "\n".join(self.header() + table + self.notes)
+
+
+def sweep(select: ast.Select, plan_at: PlanAt, text: str) -> Sweep:
+    """The predictions of ``select`` at each ε of its ``EPSILON IN (...)``: one trial plan per ε."""
+    for lit in select.sweep:
+        v = lit.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+            raise _error(f"every ε of EPSILON IN (...) must be a finite positive number, not {lit.sql()}", text, lit,
+                         "for example EPSILON IN (0.5, 1, 2, 4)")
+    plans, errors = [], {}
+    for lit in select.sweep:
+        try:
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                plans.append(plan_at(float(lit.value)))
+        except PlanError as e:
+            plans.append(None)
+            errors[f"{float(lit.value):.4g}"] = e
+    if all(p is None for p in plans):
+        raise next(iter(errors.values()))
+    some = next(p for p in plans if p is not None)
+    rows = [_sweep_row(a.index, a.output, plans) for a in runs(some)]
+    if len(runs(some)) > 1:
+        rows.append(("split", *[p.split if p is not None else "" for p in plans]))
+    if some.remaining is not None:
+        rows.append((f"budget ({max(some.remaining, 0):.4g} left)",
+                     *["" if p is None else "ok" if p.epsilon <= max(p.remaining, 0) * (1 + 1e-9)
+                       else "would be refused" for p in plans]))
+    columns = ["aggregate", *[f"ε = {float(lit.value):.4g}" for lit in select.sweep]]
+    notes = [f"ε = {eps}: refused: {e.message}" for eps, e in errors.items()]
+    return Sweep(select, some.confidence, some.n, smallest_group(some), columns, rows, notes)
+
+
+def _sweep_row(index: int, output: str, plans: list[Plan | None]) -> tuple[str, ...]:
+    cells = []
+    for p in plans:
+        a = next((a for a in runs(p) if a.index == index), None) if p is not None else None
+        if a is None or a.chosen is None:
+            cells.append("refused")
+        else:
+            cells.append(f"{_short(a.chosen, predicted_error(a, p))} {a.chosen.mechanism}")
+    return (output, *cells)
+
+
+def _short(c: Candidate, value: float) -> str:
+    return f"±{value:.3g}" if c.predicts == "stderr" else f"E|err|≤{value:.3g}"
+
+
+def trial_select(select: ast.Select, eps: float, node) -> ast.Select:
+    """``select`` with EPSILON eps in place of its ACCURACY or EPSILON IN clause (errors point at ``node``)."""
+    return replace(select, epsilon=ast.Literal(float(eps), getattr(node, "pos", ast.Pos())), accuracy=None, sweep=())
