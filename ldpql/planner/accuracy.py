@@ -25,8 +25,8 @@ rather than assuming one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 
@@ -254,11 +254,6 @@ def _what_is_left(trials: _Trials, left: float, low: float, target: float) -> st
     return f"over budget: the ε = {left:.4g} left would give {errors}"
 
 
-def _floor() -> float:
-    from ldpql.planner import EPSILON_FLOOR   # (the planner's package imports this module)
-    return EPSILON_FLOOR
-
-
 def _unreachable(acc: Accuracy, at: Plan, goal: dict[int, float], text: str, node) -> PlanError:
     """The refusal of an ACCURACY that no ε up to the cap reaches, with the best accuracy there."""
     worst = max(runs(at), key=lambda a: predicted_error(a, at) / goal[a.index])
@@ -295,8 +290,8 @@ class Sweep:
         where = (f" in the smallest group ({self.smallest_group:,} users; groups are disjoint and each gets the full ε)"
                  if self.smallest_group is not None else f" at n = {self.n:,}")
         return [f"predicted error by ε for: {self.statement.sql()}",
-                f"the half-width of each answer's interval at {self.confidence:.0%} confidence{where}, "
-                "and the mechanism the planner would choose"]
+                (f"the half-width of each answer's interval at {self.confidence:.0%} confidence{where}, "
+                 "and the mechanism the planner would choose")]
 
     def __str__(self) -> str:
         widths = [max(len(str(r[i])) for r in [tuple(self.columns), *self.rows]) for i in range(len(self.columns))]
