@@ -331,7 +331,8 @@ class _ToAst(Transformer_NonRecursive):
             return self._error("EPSILON is given twice", pos, hint="give EPSILON once, after the select list or at "
                                "the end")
         if first == second:
-            return self._error(f"{_SPEND[first]} is given twice", pos, hint=f"give {_SPEND[first]} once")
+            return self._error(f"{_SPEND[first]} is given twice", pos, hint=f"give {_SPEND[first]} once",
+                               width=len(_SPEND[first].split()[0]))
         return self._error(f"{_SPEND[first]} and {_SPEND[second]} cannot both be given", pos,
                            width=len(_SPEND[second].split()[0]),
                            hint="each decides the statement's ε: EPSILON e spends e, ACCURACY ±a spends the smallest "
