@@ -9,8 +9,9 @@ plan, and plans are built from :class:`~ldpql.planner.PublicFacts`.
 
 What "within ±a" means is what EXPLAIN's ``predicted`` line shows for the aggregate: the half-width z·se of the
 interval at the statement's confidence, in the unit the aggregate's prediction is measured in (the answer's unit
-for LDP_MEAN/LDP_SUM/LDP_COUNT, a frequency per bin for histograms, a rank error as a fraction of the users for
-quantiles). A candidate whose prediction is a bound on the mean absolute error (E|error| ≤ b, LDP_MIN/LDP_MAX's
+for LDP_MEAN/LDP_SUM/LDP_COUNT, a rank error as a fraction of the users for quantiles). A frequency release
+predicts the ℓ2 norm of its error over all d bins; ACCURACY holds each bin to ±a, taking the per-bin error as the
+root mean square over the bins, ℓ2/√d. A candidate whose prediction is a bound on the mean absolute error (E|error| ≤ b, LDP_MIN/LDP_MAX's
 bisection) is held to b ≤ a instead, and EXPLAIN says so.
 
 The search: every trial plan is evaluated on a coarse grid (factors of 2 from the engine's cap down to its
@@ -33,6 +34,7 @@ import numpy as np
 from ldpql.errors import PlanError
 from ldpql.grammar import ast
 from ldpql.mechanisms.base import EPSILON_CAP
+from ldpql.planner.histogram import UNIT as L2_UNIT
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan
 
 TOLERANCE = 1e-4     # the final bracket on ε: hi / lo ≤ 1 + TOLERANCE
@@ -50,7 +52,14 @@ def predicted_error(a: AggregatePlan, p: Plan) -> float:
     if c is None or c.predicted_se != c.predicted_se:
         return math.inf
     se = max((c.expected_se(a.epsilon, n, a.users[1] - a.users[0]) for _, n in p.groups), default=c.predicted_se)
+    se /= math.sqrt(bins(a) or 1)
     return p.z * se if c.predicts == "stderr" else se
+
+
+def bins(a: AggregatePlan) -> int | None:
+    """A frequency release predicts the ℓ2 norm of its error over all d bins; ACCURACY holds each bin to ±a,
+    so its error is taken per bin: the root mean square over the bins, ℓ2/√d. None for other aggregates."""
+    return a.target.encoding.size if a.target.unit == L2_UNIT and a.target.encoding.size else None
 
 
 def smallest_group(p: Plan) -> int | None:
@@ -204,13 +213,17 @@ def plan_by_accuracy(select: ast.Select, plan_at: PlanAt, text: str, floor: floa
     final = trials(chosen if reached else EPSILON_CAP) or top
     goal = targets(final, target)
     per = [(_outputs(a, final), goal[a.index], smallest_epsilon(trials, target, low, EPSILON_CAP, a.index) if n else None,
-            describe_error(a.chosen, predicted_error(a, final), final.confidence)) for a in runs(final)]
+            describe_error(a.chosen, predicted_error(a, final), final.confidence) + _per_bin(a)) for a in runs(final)]
     acc = Accuracy(target, final.confidence, final.epsilon, reached, per, smallest_group(final), low, empty=n == 0)
     if not reached:
         acc.refusal = _unreachable(acc, final, goal, text, select.accuracy)
     elif final.remaining is not None and n and final.epsilon > max(final.remaining, 0) * (1 + 1e-9):
         acc.within_budget = _what_is_left(trials, max(final.remaining, 0), low, target)
     return replace(final, statement=select, accuracy=acc)   # (a copy: the trial plans stay as they were)
+
+
+def _per_bin(a: AggregatePlan) -> str:
+    return f" per bin (root mean square over its {bins(a):,} bins)" if bins(a) else ""
 
 
 def _outputs(a: AggregatePlan, p: Plan) -> str:
@@ -325,7 +338,8 @@ def sweep(select: ast.Select, plan_at: PlanAt, text: str) -> Sweep:
                      *["" if p is None else "ok" if p.epsilon <= max(p.remaining, 0) * (1 + 1e-9)
                        else "would be refused" for p in plans]))
     columns = ["aggregate", *[f"ε = {float(lit.value):.4g}" for lit in select.sweep]]
-    notes = [f"ε = {eps}: refused: {e.message}" for eps, e in errors.items()]
+    notes = [f"{a.output}: per bin, the root mean square over its {bins(a):,} bins" for a in runs(some) if bins(a)]
+    notes += [f"ε = {eps}: refused: {e.message}" for eps, e in errors.items()]
     return Sweep(select, some.confidence, some.n, smallest_group(some), columns, rows, notes)
 
 

@@ -33,7 +33,12 @@ def _at(sql: str, eps: float, n: int = 10_000, groups=()):
 
 
 def _errors(p) -> dict[str, float]:
-    return {a.output: predicted_error(a, p) for a in p.aggregates if a.source is None}
+    """EXPLAIN's predicted error of each aggregate (±z·se, or E|error| for a candidate that predicts that),
+    computed here from the plan, not by the module under test; a histogram's ℓ2 over its d bins is taken per
+    bin (ℓ2/√d, the root mean square)."""
+    return {a.output: (p.z if a.chosen.predicts == "stderr" else 1.0) * a.chosen.predicted_se
+            / math.sqrt(len(a.target.categories) if a.call.name == "LDP_HISTOGRAM" else 1)
+            for a in p.aggregates if a.source is None}
 
 
 # One statement per aggregate family, with a target its prediction can reach below the cap.
@@ -56,6 +61,9 @@ def test_the_picked_epsilon_is_the_smallest_that_reaches_the_target(sql, a):
     assert max(_errors(_at(sql, eps * 0.995)).values()) > a              # ... and half a percent less ε does not
     assert _errors(_at(sql, eps)) == _errors(p)                           # the plan is the plan of EPSILON eps
     assert f"ε = {eps:.4g}, the smallest ε whose predicted error" in str(p)
+    shown = re.search(r"predicted   ±([0-9.e+-]+)", str(p))                 # what EXPLAIN shows is within ±a
+    d = len(p.aggregates[0].target.categories) if "HISTOGRAM" in sql else 1  # (a histogram's: ℓ2 over d bins)
+    assert shown and float(shown.group(1)) <= a * math.sqrt(d)
 
 
 def test_the_epsilon_falls_as_the_target_widens():
@@ -133,6 +141,13 @@ def test_misuse_is_a_clear_error_with_a_caret(sql, fragment):
 def test_no_users_picks_no_epsilon():
     p = _plan("SELECT LDP_MEAN(income) FROM people ACCURACY ±100", n=0)
     assert p.accuracy.reached and "no users match" in str(p)
+
+
+def test_a_histogram_is_held_to_a_per_bin():
+    p = _plan("SELECT LDP_HISTOGRAM(city) FROM people ACCURACY ±0.03")
+    a = p.aggregates[0]
+    assert len(a.target.categories) == 4 and predicted_error(a, p) == pytest.approx(p.z * a.chosen.predicted_se / 2)
+    assert "per bin (root mean square over its 4 bins)" in str(p)
 
 
 def test_the_sweep_shows_each_epsilons_prediction_and_mechanism():
