@@ -43,8 +43,8 @@ class AggregateSpec:
 AGGREGATES: dict[str, AggregateSpec] = {}
 # Named arguments every aggregate takes, and what they take (HELP shows them with the family's own)
 COMMON_ARGS = {"epsilon": "a fixed share of the statement's ε for this aggregate, e.g. epsilon => 0.3",
-               "accuracy": "with ACCURACY: this aggregate's own ±a in its own unit, e.g. accuracy => 50",
-               "mechanism": "run this mechanism (EXPLAIN lists the candidates), e.g. mechanism => 'grr'"}
+               "mechanism": "run this mechanism (EXPLAIN lists the candidates), e.g. mechanism => 'grr'",
+               "accuracy": "with ACCURACY: this aggregate's own ±a in its own unit, e.g. accuracy => 50"}
 
 
 def register_aggregate(spec: AggregateSpec, *aliases: str) -> None:

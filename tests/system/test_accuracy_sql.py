@@ -95,3 +95,15 @@ def test_a_histogram_by_accuracy_realises_the_target_per_bin(people):
     res = people.sql("EVALUATE SELECT LDP_HISTOGRAM(city) FROM people ACCURACY ±0.03 REPEAT 300")
     rmse = [dict(zip(res.columns, r))["rmse"] for r in res.fetchall()]
     assert len(rmse) == 4 and 0.85 <= z * math.sqrt(sum(r * r for r in rmse) / 4) / 0.03 <= 1.15
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="a count's (or sum's) prediction under a users split scales the mechanism "
+                   "error to the users asked, not to the population the estimate stands for (Candidate.expected_se): "
+                   "z·RMSE is 1.6 a here (the intervals cover); remove this mark when the prediction is fixed")
+def test_a_count_beside_a_mean_by_accuracy_realises_its_target(people):
+    z = NormalDist().inv_cdf(0.975)
+    res = people.sql("EVALUATE SELECT LDP_MEAN(income, accuracy => 20000), LDP_COUNT(age > 65) FROM people "
+                     "ACCURACY ±200 OPTIONS (split = 'users') REPEAT 300")
+    row = dict(zip(res.columns, res.fetchall()[1]))
+    assert row["output"] == "ldp_count_condition" and 0.85 <= z * row["rmse"] / 200 <= 1.15, row

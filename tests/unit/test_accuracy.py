@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import pairwise
 
 import pytest
 
@@ -69,7 +70,7 @@ def test_the_picked_epsilon_is_the_smallest_that_reaches_the_target(sql, a):
 def test_the_epsilon_falls_as_the_target_widens():
     sql = "SELECT LDP_MEAN(income), LDP_COUNT(income > 1000) FROM people ACCURACY ±{}"
     picked = [_plan(sql.format(a)).accuracy.epsilon for a in (500, 1000, 2000, 4000, 8000)]
-    assert all(later <= earlier for earlier, later in zip(picked, picked[1:])) and picked[0] > picked[-1]
+    assert all(later <= earlier for earlier, later in pairwise(picked)) and picked[0] > picked[-1]
 
 
 def test_several_aggregates_all_meet_their_targets_under_the_split_rule():
