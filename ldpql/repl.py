@@ -122,18 +122,18 @@ class TerminalSink(Sink):
 
 # -- help -------------------------------------------------------------------------------------------------------
 STATEMENTS = {
-    "SELECT": ("SELECT agg, ... [FROM t] [WHERE public] [GROUP BY public] EPSILON e | ACCURACY ±a "
-               "[OPTIONS (k = v, ...)]",
+    "SELECT": (("SELECT agg, ... [FROM t] [WHERE public] [GROUP BY public] EPSILON e | ACCURACY ±a "
+                "[OPTIONS (k = v, ...)]"),
                "run LDP aggregates; EPSILON is the statement's total per-user ε (ACCURACY: HELP ACCURACY)"),
     "ACCURACY": ("SELECT agg, ... ACCURACY ±a (or a; agg(..., accuracy => b) sets one aggregate's own)",
-                 "spend the smallest ε whose predicted error at the statement's confidence is within ±a for every "
-                 "aggregate (every group): a is the interval's half-width in the answer's unit (mean, sum, count), "
-                 "a frequency per bin (histograms: the root mean square over the bins), a rank error as a fraction "
-                 "of the users (quantiles), E|error| where EXPLAIN shows that (LDP_MIN/MAX); refused when over "
-                 "budget or beyond the engine's ε cap; EXPLAIN shows the ε and each aggregate's"),
+                 ("spend the smallest ε whose predicted error at the statement's confidence is within ±a for every "
+                  "aggregate (every group): a is the interval's half-width in the answer's unit (mean, sum, count), "
+                  "a frequency per bin (histograms: the root mean square over the bins), a rank error as a fraction "
+                  "of the users (quantiles), E|error| where EXPLAIN shows that (LDP_MIN/MAX); refused when over "
+                  "budget or beyond the engine's ε cap; EXPLAIN shows the ε and each aggregate's")),
     "EXPLAIN": ("EXPLAIN <select> | EXPLAIN SELECT ... EPSILON IN (e1, e2, ...)",
-                "the plan, its predicted error and the rejected candidates; with EPSILON IN, each aggregate's "
-                "predicted error and mechanism at each ε side by side; spends nothing"),
+                ("the plan, its predicted error and the rejected candidates; with EPSILON IN, each aggregate's "
+                 "predicted error and mechanism at each ε side by side; spends nothing")),
     "EVALUATE": ("EVALUATE <select> [REPEAT n]", "truth vs. estimates, RMSE, coverage (evaluation mode; NOT private)"),
     "CREATE": ("CREATE TABLE t FROM 'file' (c PRIVATE BETWEEN lo AND hi | IN (...) | BOOLEAN, c PUBLIC, ...) "
                "[PRIVACY UNIT c] BUDGET EPSILON e [DELTA d] [ROUNDS k]", "declare data and its per-user budget"),
