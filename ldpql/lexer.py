@@ -55,7 +55,7 @@ class LdpqlLexer(RegexLexer):
             (r"LDP_[A-Za-z0-9_]*\b", Name.Function),
             (words(_keywords(), suffix=r"\b"), Keyword),
             (r"[A-Za-z_][A-Za-z0-9_]*", Name),
-            (r"=>|<>|!=|<=|>=|[=<>*+\-/]", Operator),
+            (r"=>|<>|!=|<=|>=|±|[=<>*+\-/]", Operator),
             (r"[(),;.]", Punctuation),
             (r".", Text),
         ],

@@ -63,6 +63,17 @@ def test_any_epsilon_on_any_aggregate(call, eps, opts):
     run(f"SELECT {call} EPSILON {eps} FROM t{opts}")
 
 
+@settings(FUZZ, max_examples=60)
+@given(fz.aggregate_call(), st.sampled_from(fz.EPSILONS + ["±1", "+/-0.01", "1e-9", "5e5"]),
+       st.sampled_from(["", " OPTIONS (confidence = 0.5)", " EXPLAIN"]))
+def test_any_accuracy_on_any_aggregate(call, accuracy, mode):
+    """ACCURACY ±a plans at trial ε from the floor to the cap: for any a, only ldpql.Error escapes, and a
+    refusal spends nothing (over budget, or a target no ε reaches); EPSILON IN (...) runs nothing."""
+    explain = "EXPLAIN " if mode == " EXPLAIN" else ""
+    run(f"{explain}SELECT {call} FROM t ACCURACY {accuracy}{'' if explain else mode}")
+    run(f"EXPLAIN SELECT {call} FROM t EPSILON IN ({accuracy.lstrip('±+/-')}, 1)")
+
+
 # ---- API arguments --------------------------------------------------------------------------------------------
 @settings(FUZZ, max_examples=30)
 @given(fz.odd())
