@@ -7,20 +7,22 @@ predicted error at the statement's confidence is within ±a. ``EPSILON IN (...)`
 and shows the predictions side by side. Neither reads a private value nor spends anything: a trial plan is a
 plan, and plans are built from :class:`~ldpql.planner.PublicFacts`.
 
-What "within ±a" means is what EXPLAIN's ``predicted`` line shows for the aggregate: the half-width z·se of the
-interval at the statement's confidence, in the unit the aggregate's prediction is measured in (the answer's unit
-for LDP_MEAN/LDP_SUM/LDP_COUNT, a rank error as a fraction of the users for quantiles). A frequency release
-predicts the ℓ2 norm of its error over all d bins; ACCURACY holds each bin to ±a, taking the per-bin error as the
-root mean square over the bins, ℓ2/√d. A candidate whose prediction is a bound on the mean absolute error (E|error| ≤ b, LDP_MIN/LDP_MAX's
-bisection) is held to b ≤ a instead, and EXPLAIN says so.
+What "within ±a" means is what EXPLAIN's ``predicted`` line shows for the aggregate (under GROUP BY, in its
+smallest group): the half-width z·se of the interval at the statement's confidence, in the unit the aggregate's
+prediction is measured in (the answer's unit for LDP_MEAN/LDP_SUM/LDP_COUNT, a rank error as a fraction of the
+users for quantiles). A frequency release predicts the ℓ2 norm of its error over all d bins; ACCURACY holds each
+bin to ±a, taking the per-bin error as the root mean square over the bins, ℓ2/√d. A candidate whose prediction
+is a bound on the mean absolute error (E|error| ≤ b, LDP_MIN/LDP_MAX's bisection) is held to b ≤ a instead, and
+EXPLAIN says so. Only the generic :class:`~ldpql.planner.plan.Candidate` interface is used (``predicted_se``,
+``expected_se``, ``predicts``), so a family that changes its predictions changes what ACCURACY picks with it.
 
-The search: every trial plan is evaluated on a coarse grid (factors of 2 from the engine's cap down to its
-floor), the first grid point from below that meets ±a brackets the smallest ε with the point before it, and a
-bisection on log ε narrows the bracket to a relative width of :data:`TOLERANCE`. The ε that runs is the upper end,
-rounded up to :data:`DIGITS` significant digits, so the number shown is the number charged and its prediction is
-within ±a. The predicted error falls with ε for every candidate; the split rule may switch between splitting users
-and splitting ε as ε grows, which can make a statement's worst error jump, so the grid finds the first crossing
-rather than assuming one.
+The search: every trial plan is evaluated on a coarse grid (factors of 2 from the engine's floor up to its cap);
+the first grid point that meets ±a brackets the smallest ε with the point before it, and a bisection on log ε
+narrows the bracket to a relative width of :data:`TOLERANCE`. The ε that runs is the upper end, rounded up to
+:data:`DIGITS` significant digits, so the number shown is the number charged and its prediction is within ±a.
+The predicted error falls with ε for every candidate; the split rule may switch between splitting users and
+splitting ε as ε grows, which can make a statement's worst error jump, so the grid finds the first crossing
+rather than assuming a single one.
 """
 
 from __future__ import annotations
