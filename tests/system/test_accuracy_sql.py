@@ -98,10 +98,9 @@ def test_a_histogram_by_accuracy_realises_the_target_per_bin(people):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a count's (or sum's) prediction under a users split scales the mechanism "
-                   "error to the users asked, not to the population the estimate stands for (Candidate.expected_se): "
-                   "z·RMSE is 1.6 a here (the intervals cover); remove this mark when the prediction is fixed")
 def test_a_count_beside_a_mean_by_accuracy_realises_its_target(people):
+    """A count on half the users (a users split) stands for all of them: its prediction must scale the noise
+    of the users asked to the population, plus the sampling error (z·RMSE was 1.6 a before that was fixed)."""
     z = NormalDist().inv_cdf(0.975)
     res = people.sql("EVALUATE SELECT LDP_MEAN(income, accuracy => 20000), LDP_COUNT(age > 65) FROM people "
                      "ACCURACY ±200 OPTIONS (split = 'users') REPEAT 300")
