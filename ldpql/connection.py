@@ -20,7 +20,8 @@ import duckdb
 import numpy as np
 
 from ldpql import catalog as cat
-from ldpql.errors import (CatalogError, Error, ExecuteError, InternalError, ParseError, PlanError, PrivacyError)
+from ldpql.errors import (BudgetExceededError, CatalogError, Error, ExecuteError, InternalError, ParseError, PlanError,
+                          PrivacyError)
 from ldpql.executor import Cell, Executor, covered_users, public_cells
 from ldpql.grammar import ast, parse
 from ldpql.ledger import Ledger
@@ -286,8 +287,13 @@ class Connection:
                 if math.isinf(p.epsilon):
                     self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
                 return self._execute(p, cells, ex, tasks, None, started)
-            charge = self.ledger.reserve(p.table.ledger_key, p.table.name, _span(text, stmt), users, p.epsilon,
-                                         p.where_sql, p.n, p.epsilon0, p.shuffle_delta)
+            try:
+                charge = self.ledger.reserve(p.table.ledger_key, p.table.name, _span(text, stmt), users, p.epsilon,
+                                             p.where_sql, p.n, p.epsilon0, p.shuffle_delta)
+            except BudgetExceededError as e:
+                if p.accuracy is not None and p.accuracy.within_budget:   # ACCURACY: what the budget left buys
+                    e.hint = f"{e.hint}; {p.accuracy.within_budget}" if e.hint else p.accuracy.within_budget
+                raise
             return self._run_charged(p, cells, ex, tasks, charge, users, started)
 
     def _run_charged(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int, users,

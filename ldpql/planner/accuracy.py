@@ -176,7 +176,8 @@ class Accuracy:
         if self.empty:
             return "no users match, so ACCURACY picks no ε: every answer is NULL and nothing is spent"
         if not self.reached:
-            return (f"no ε up to the engine's cap {EPSILON_CAP:g} brings every predicted error ({self.confidence:.0%}) "
+            return (f"no ε up to the engine's cap {EPSILON_CAP:g} brings every predicted error "
+                    f"({self.confidence:.0%}) "
                     f"within {goal}{where}; this statement would be refused")
         lowest = f" (or less: ldpql plans no ε below {self.low:.4g})" if self.epsilon <= self.low else ""
         return (f"ε = {self.epsilon:.4g}{lowest}, the smallest ε whose predicted error ({self.confidence:.0%}) is "
@@ -214,7 +215,8 @@ def plan_by_accuracy(select: ast.Select, plan_at: PlanAt, text: str, floor: floa
     reached = chosen is not None
     final = trials(chosen if reached else EPSILON_CAP) or top
     goal = targets(final, target)
-    per = [(_outputs(a, final), goal[a.index], smallest_epsilon(trials, target, low, EPSILON_CAP, a.index) if n else None,
+    per = [(_outputs(a, final), goal[a.index],
+            smallest_epsilon(trials, target, low, EPSILON_CAP, a.index) if n else None,
             describe_error(a.chosen, predicted_error(a, final), final.confidence) + _per_bin(a)) for a in runs(final)]
     acc = Accuracy(target, final.confidence, final.epsilon, reached, per, smallest_group(final), low, empty=n == 0)
     if not reached:
@@ -302,15 +304,16 @@ class Sweep:
 
     def header(self) -> list[str]:
         """What the table shows, above it."""
-        where = (f" in the smallest group ({self.smallest_group:,} users; groups are disjoint and each gets the full ε)"
-                 if self.smallest_group is not None else f" at n = {self.n:,}")
+        where = (f" in the smallest group ({self.smallest_group:,} users; groups are disjoint and each gets the "
+                 "full ε)" if self.smallest_group is not None else f" at n = {self.n:,}")
         return [f"predicted error by ε for: {self.statement.sql()}",
                 (f"the half-width of each answer's interval at {self.confidence:.0%} confidence{where}, "
                  "and the mechanism the planner would choose")]
 
     def __str__(self) -> str:
-        widths = [max(len(str(r[i])) for r in [tuple(self.columns), *self.rows]) for i in range(len(self.columns))]
-        table = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in [tuple(self.columns), *self.rows]]
+        lines = [tuple(self.columns), *self.rows]
+        widths = [max(len(str(r[i])) for r in lines) for i in range(len(self.columns))]
+        table = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in lines]
         return "\n".join(self.header() + table + self.notes)
 
 

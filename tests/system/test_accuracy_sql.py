@@ -37,6 +37,7 @@ def test_over_budget_is_refused_and_spends_nothing(private_people):
     with pytest.raises(ldpql.BudgetExceededError) as info:
         private_people.sql(COUNT.format(10))
     assert "No budget was spent" in str(info.value)
+    assert "over budget: the ε = 4 left would give ldp_count_condition ±" in info.value.hint
     assert _state(private_people) == before
     assert "would be refused" in private_people.explain(COUNT.format(10))
 
@@ -85,6 +86,8 @@ def test_the_realised_error_of_an_accuracy_statement_is_the_target(people):
         row = dict(zip(res.columns, res.fetchall()[0]))
         assert 0.85 <= z * row["rmse"] / a <= 1.15, (a, row)
         assert 0.90 <= row["coverage"] <= 0.99      # (±4 sd of a 95% coverage over 300 runs)
+        low, high, _ = people.sql(COUNT.format(a)).intervals()[0][0]   # the interval a release shows: ±a
+        assert 0.9 <= (high - low) / 2 / a <= 1.05
 
 
 @pytest.mark.slow

@@ -67,6 +67,13 @@ def test_the_picked_epsilon_is_the_smallest_that_reaches_the_target(sql, a):
     assert shown and float(shown.group(1)) <= a * math.sqrt(d)
 
 
+@pytest.mark.parametrize("sql, a", SINGLE)
+def test_a_single_aggregates_predicted_error_falls_with_epsilon(sql, a):
+    """What the search relies on between grid points: more ε never predicts more error."""
+    errors = [max(_errors(_at(sql, eps)).values()) for eps in (0.05, 0.1, 0.2, 0.5, 1, 2, 4, 8, 16, 30)]
+    assert all(later <= earlier for earlier, later in pairwise(errors)) and errors[-1] < errors[0]
+
+
 def test_the_epsilon_falls_as_the_target_widens():
     sql = "SELECT LDP_MEAN(income), LDP_COUNT(income > 1000) FROM people ACCURACY ±{}"
     picked = [_plan(sql.format(a)).accuracy.epsilon for a in (500, 1000, 2000, 4000, 8000)]
