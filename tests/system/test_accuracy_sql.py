@@ -109,3 +109,12 @@ def test_a_count_beside_a_mean_by_accuracy_realises_its_target(people):
                      "ACCURACY ±200 OPTIONS (split = 'users') REPEAT 300")
     row = dict(zip(res.columns, res.fetchall()[1]))
     assert row["output"] == "ldp_count_condition" and 0.85 <= z * row["rmse"] / 200 <= 1.15, row
+
+
+def test_help_documents_the_clauses():
+    from ldpql import repl
+    text = "".join(t for _, t in repl.help_fragments("ACCURACY"))
+    assert "smallest ε whose predicted error" in text and "per bin" in text and "rank error" in text
+    assert "EPSILON IN" in "".join(t for _, t in repl.help_fragments("EXPLAIN"))
+    assert ("accuracy", "with ACCURACY: this aggregate's own ±a in its own unit, e.g. accuracy => 50") in \
+        ldpql.function_arguments("LDP_MEAN")
