@@ -160,6 +160,8 @@ def debias(count: np.ndarray, n: int, p: float, q: float) -> np.ndarray:
 def debiased_variance(f: np.ndarray, n: int, p: float, q: float) -> np.ndarray:
     """Var(f̂) = [f p(1-p) + (1-f) q(1-q)] / (n (p-q)²): the closed form that goes with :func:`debias`."""
     f = np.asarray(f, dtype=float)
+    if p == q:   # an ε so small that p and q round to the same float: the release says nothing
+        return np.full(f.shape, np.inf)
     return (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (n * (p - q) ** 2)
 
 
