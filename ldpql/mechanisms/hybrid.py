@@ -11,7 +11,7 @@ audited as such; the audit reads the PM branch's realised density and the Duchi 
 Utility: both branches are unbiased for x, so the report is; per user Var = β·Var_PM(x) + (1 − β)·Var_D(x).
 With t = e^{ε/2} and β = 1 − 1/t (ε > ε* ≈ 0.61; β = 0 below, where HM is Duchi) the x² terms cancel
 (β/(t−1) = 1 − β = 1/t): Var = (t+3)/(3t(t−1)) + C_D²/t for every x, which is below the worst case of both
-PM and Duchi (Wang et al., Lemma 5). Mean of n users: Var/n. Runtime: O(n), three to four uniforms per user.
+PM and Duchi (Wang et al. show it; ``tests/unit/test_mechanisms.py`` checks it). Mean of n users: Var/n. Runtime: O(n), three to four uniforms per user.
 No exact-aggregate path (continuous output).
 Citations: seed-003-vector.md §4.5 (HM); Wang et al., ICDE 2019, §III-C.
 """
@@ -27,7 +27,7 @@ from ldpql.mechanisms.base import Randomizer, below, check_epsilon, register
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.piecewise import Piecewise
 
-EPSILON_STAR = 0.61   # below it PM never helps (Wang et al., ICDE 2019, Eq. 11's ε*)
+EPSILON_STAR = 0.61   # Wang et al.'s ε*: at or below it the Hybrid Mechanism is Duchi's alone
 
 
 def pm_share(epsilon: float) -> float:
