@@ -76,11 +76,15 @@ def main() -> None:
                 bins = np.mean([np.mean(np.abs(raw - truth) <= z * se) for raw, se in rel])
                 hist_rows.append(dict(config=name, n=n, epsilon=eps, oracle=oracle, confidence=conf, reps=REPS,
                                       bin_coverage=float(bins)))
+                after = [ranked_interval(raw, se, K, conf) for raw, se in rel]
+                before = [per_value_interval(raw, se, K, conf) for raw, se in rel]
                 for j in range(K):
-                    after = [ranked_interval(raw, se, K, conf) for raw, se in rel]
-                    before = [per_value_interval(raw, se, K, conf) for raw, se in rel]
-                    cover = lambda ivs: float(np.mean([lo[j] <= ranked_truth[j] <= hi[j] for lo, hi in ivs]))
-                    width = lambda ivs: float(np.mean([hi[j] - lo[j] for lo, hi in ivs]))
+                    def cover(ivs, j=j, truth=ranked_truth):
+                        return float(np.mean([lo[j] <= truth[j] <= hi[j] for lo, hi in ivs]))
+
+                    def width(ivs, j=j):
+                        return float(np.mean([hi[j] - lo[j] for lo, hi in ivs]))
+
                     top_est = np.mean([-np.sort(-raw)[j] for raw, _ in rel])
                     topk_rows.append(dict(config=name, n=n, epsilon=eps, oracle=oracle, confidence=conf, rank=j + 1,
                                           reps=REPS, truth=float(ranked_truth[j]), bias=float(top_est - ranked_truth[j]),

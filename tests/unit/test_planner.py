@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 
 import ldpql
+from ldpql.catalog import Column, NumericDomain, CategoricalDomain, Table
+from ldpql.grammar import parse_one
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.hybrid import Hybrid
 from ldpql.mechanisms.piecewise import Piecewise
-from ldpql.catalog import Column, NumericDomain, CategoricalDomain, Table
-from ldpql.grammar import parse_one
 from ldpql.planner import RULES, PublicFacts, plan
 
 
