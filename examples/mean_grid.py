@@ -12,11 +12,12 @@ Data shapes on the encoded scale [-1, 1] (the column's declared domain mapped to
 (lognormal σ = 1.5 on a domain [0, 50], most users near the lower bound); bimodal (±0.8, sd 0.1); constant at 0;
 constant at the upper bound.
 
-    nice python examples/mean_grid.py            # the published grid (about 20 min of CPU)
-    python examples/mean_grid.py --quick         # a small grid in seconds
+    nice python examples/mean_grid.py --part small   # n = 10^3..10^5 (about 10 min of CPU)
+    nice python examples/mean_grid.py --part big     # n = 10^6 at ε = 0.25, 1, 8 (about 10 min of CPU)
+    python examples/mean_grid.py --quick             # a small grid in seconds
 
-Writes examples/mean_results/mean_grid.csv (one row per cell and mechanism), mean_cells.csv (one row per cell:
-the choice, regret and coverage before and after) and mean_grid.png.
+Writes examples/mean_results/mean_grid[_1e6].csv (one row per cell and mechanism), mean_cells[_1e6].csv (one
+row per cell: the choice, regret and coverage before and after) and mean_grid.png (from both).
 """
 
 from __future__ import annotations
@@ -170,14 +171,27 @@ def plot(cells: list[dict], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (n up to 10^4, 200 runs)")
+    ap.add_argument("--part", choices=("small", "big", "all"), default="all",
+                    help="small: n up to 10^5; big: n = 10^6 (written to *_1e6.csv); all: both")
+    ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSV files")
     args = ap.parse_args()
     eps_grid = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-    if args.quick:
-        plan = [(1_000, eps_grid, 200), (10_000, (1.0, 8.0), 200)]
-    else:   # 10^6 users cost ~0.2 s per run of the three mechanisms: a coarser ε grid there
-        plan = [(1_000, eps_grid, 1000), (10_000, eps_grid, 1000), (100_000, eps_grid, 300),
-                (1_000_000, (0.25, 1.0, 4.0, 8.0), 300)]
-    check_rule_matches_planner(eps_grid)
+    small = [(1_000, eps_grid, 1000), (10_000, eps_grid, 1000), (100_000, eps_grid, 300)]
+    big = [(1_000_000, (0.25, 1.0, 8.0), 300)]   # ~0.2 s per run of the three mechanisms: a coarser ε grid
+    if not args.plot_only:
+        check_rule_matches_planner(eps_grid)
+        if args.quick:
+            _run([(1_000, eps_grid, 200), (10_000, (1.0, 8.0), 200)], "_quick")
+        if args.part in ("small", "all") and not args.quick:
+            _run(small, "")
+        if args.part in ("big", "all") and not args.quick:
+            _run(big, "_1e6")
+    cells = [r for tag in ("", "_1e6") if (OUT / f"mean_cells{tag}.csv").exists()
+             for r in _read(OUT / f"mean_cells{tag}.csv")]
+    plot(cells, OUT / "mean_grid.png")
+
+
+def _run(plan, tag: str) -> None:
     OUT.mkdir(exist_ok=True)
     rows, cells = [], []
     shapes = ("uniform", "heavy_tailed", "bimodal", "constant_0", "constant_bound")
@@ -194,9 +208,14 @@ def main() -> None:
                 print(f"n={n:>9,} ε={eps:<5g} {name:<15} chosen {c['chosen']:<9} cover95 {c['cover95']:.3f} "
                       f"(before {c['cover95_before']:.3f}) regret {c['regret']:.2f} (before {c['regret_before']:.2f}) "
                       f"width {c['width']:.2f} (before {c['width_before']:.2f})  [{time.time() - start:.0f} s]", flush=True)
-            _write(OUT / "mean_grid.csv", rows)
-            _write(OUT / "mean_cells.csv", cells)
-    plot(cells, OUT / "mean_grid.png")
+            _write(OUT / f"mean_grid{tag}.csv", rows)
+            _write(OUT / f"mean_cells{tag}.csv", cells)
+
+
+def _read(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [{k: (v if k in ("shape", "chosen", "chosen_before", "best") else float(v)) for k, v in r.items()}
+                for r in csv.DictReader(f)]
 
 
 def _write(path: Path, rows: list[dict]) -> None:
