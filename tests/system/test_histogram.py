@@ -328,13 +328,15 @@ def test_ranked_interval_covers_the_largest_frequency_when_all_are_tied():
 
 def test_topk_top_value_covers_at_nominal_when_leading_frequencies_are_close():
     """Six values tied at 15%: the top value's 90% interval covered 0.875 of 400 runs before the fix (per-value
-    intervals of the selected value); it must cover at least the nominal 0.90 now."""
+    intervals of the selected value); it must cover at least the nominal 0.90 now, and at 95% at least 0.93 (it
+    over-covers there: ~0.99, see docs/histograms.md)."""
     rng, cats = np.random.default_rng(3), list("abcdefgh")
     con = ldpql.connect(seed=5, evaluation=True)
     freq = np.array([0.15] * 6 + [0.06, 0.04])
     con.register("t", pa.table({"c": rng.choice(cats, 4000, p=freq / freq.sum())}), private={"c": cats}, budget=1e9)
-    res = con.sql("EVALUATE SELECT LDP_TOPK(c, 1) FROM t EPSILON 1 OPTIONS (confidence = 0.9) REPEAT 400")
-    (row,) = res.fetchall()
-    assert row[-1] >= 0.90
+    for confidence, least in ((0.9, 0.90), (0.95, 0.93)):   # at 95%: within 2 points of nominal from below
+        res = con.sql(f"EVALUATE SELECT LDP_TOPK(c, 1) FROM t EPSILON 1 OPTIONS (confidence = {confidence}) REPEAT 400")
+        (row,) = res.fetchall()
+        assert row[-1] >= least, (confidence, row)
     note = con.sql("SELECT LDP_TOPK(c, 2) FROM t EPSILON 1").notes
     assert any("accounts for the selection" in n for n in note)
