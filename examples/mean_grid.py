@@ -158,6 +158,11 @@ def plot(cells: list[dict], path: Path) -> None:
                 ylabel="coverage", ylim=(0.85, 1.005))
     axes[1].axhline(1.25, color="k", ls=":")
     axes[1].set(xscale="log", yscale="log", title="regret: chosen RMSE / best forced RMSE", xlabel="ε")
+    eps_ticks = sorted({c["epsilon"] for c in cells})
+    axes[1].set_xticks(eps_ticks, [f"{e:g}" for e in eps_ticks], minor=False)
+    axes[1].set_xticks([], minor=True)
+    axes[1].set_yticks([1, 1.25, 1.5, 2, 3, 4], ["1", "1.25", "1.5", "2", "3", "4"], minor=False)
+    axes[1].set_yticks([], minor=True)
     axes[2].axhline(1.0, color="k", ls=":")
     axes[2].set(title="interval half-width / (z·RMSE), chosen", xlabel="log10 n", ylim=(0.8, 2.5))
     handles = [plt.Line2D([], [], marker=markers[s], ls="", color="k", label=s) for s in shapes]
