@@ -14,7 +14,8 @@ Two audits, both over every class in :data:`~ldpql.mechanisms.REGISTRY`:
   double evaluation of the final logarithm). For the Piecewise Mechanism, whose output is continuous, what is
   checked is its realised density: the exact probabilities of its two branches (band or not), each spread
   over the length the sampler uses (C - 1 and C + 1 in floats), on a grid with both sides of every
-  breakpoint; not the float positions inside a branch.
+  breakpoint; not the float positions inside a branch. The Hybrid Mechanism's output is PM's density (times the
+  probability of its branch) plus the two atoms of its Duchi branch: the atoms are compared as extra outputs.
 
 A randomizer passes when the worst log ratio is at most its ε; the suite also checks that it is *tight*: not
 far below ε, so a mechanism that silently over-charges is caught too.
@@ -88,8 +89,8 @@ def output_table(r: Randomizer) -> np.ndarray:
     try:
         return np.array([r.output_distribution(x) for x in xs])
     except TypeError:  # continuous output: compare densities on a grid with both sides of every breakpoint
-        grid = _density_grid(r)
-        return np.array([r.density(x, grid) for x in xs])
+        grid = _density_grid(r)   # with the point outputs (atoms) of a mixed output space as extra columns
+        return np.array([np.concatenate([r.density(x, grid), r.atoms(x)]) for x in xs])
 
 
 def audit(r: Randomizer) -> AuditResult:
@@ -108,7 +109,7 @@ def realised_table(r: Randomizer) -> tuple[list[list[Fraction]], bool]:
     if type(r).realised_distribution is not Randomizer.realised_distribution:
         return [r.realised_distribution(x) for x in xs], True
     grid = _density_grid(r, 201)  # the density is constant between breakpoints, which the grid includes
-    return [r.realised_density(x, grid) for x in xs], False
+    return [r.realised_density(x, grid) + r.realised_atoms(x) for x in xs], False
 
 
 def realised_audit(r: Randomizer) -> AuditResult:

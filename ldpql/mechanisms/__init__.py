@@ -4,7 +4,7 @@ Importing this package registers every randomizer in :data:`REGISTRY`, which the
 Only the planner and the executor import it.
 """
 
-from ldpql.mechanisms import duchi, grr, oue, piecewise, rr  # noqa: F401  (registers the randomizers)
+from ldpql.mechanisms import duchi, grr, hybrid, oue, piecewise, rr  # noqa: F401  (registers the randomizers)
 from ldpql.mechanisms import hadamard, ksubset, olh, unary  # noqa: F401  (frequency oracles, seed 002)
 from ldpql.mechanisms import minimum  # noqa: F401  (min/max finding, seed 000)
 from ldpql.mechanisms.base import (REGISTRY, Encoding, Estimate, Protocol, Randomizer, Reply, Round, add_virtual,

@@ -101,6 +101,11 @@ class Randomizer(ABC):
     def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
         """Closed-form variance of :meth:`estimate` when the true statistic is ``truth``."""
 
+    def second_moment(self, summary: np.ndarray, n: int) -> float | None:
+        """An unbiased estimate of the users' E[x²] from the release (continuous inputs), for :meth:`variance`'s
+        ``second_moment``; None when the release carries none (the variance then uses its bound)."""
+        return None
+
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Draw the summary directly from the users' true input histogram ``counts`` (length input_size)."""
         raise TypeError(f"{self.name} has no exact-aggregate path")
@@ -118,6 +123,15 @@ class Randomizer(ABC):
     def density(self, x: float, y: np.ndarray) -> np.ndarray:
         """Output density at points ``y`` for input ``x`` (continuous output spaces)."""
         raise TypeError(f"{self.name} has a finite output")
+
+    def atoms(self, x: float) -> np.ndarray:
+        """Probabilities of the point outputs of a continuous output space that also has atoms (the Hybrid
+        Mechanism's Duchi branch), in a fixed order; empty when it has none."""
+        return np.array([])
+
+    def realised_atoms(self, x: float) -> list[Fraction]:
+        """:meth:`atoms` as the sampler draws them (exact rationals)."""
+        return []
 
     def realised_distribution(self, x: float) -> list[Fraction]:
         """Exact probabilities of every output for input ``x`` *as the sampler draws them* (its float thresholds
@@ -261,7 +275,9 @@ def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, sh
     When the round reaches a random part of a ``population`` (the statement split its users among aggregates),
     the estimate stands for the whole population, so its variance adds the sampling term: the per-user variance
     (at most f(1-f) for a frequency, 1 - μ² for a value in [-1, 1], Bhatia-Davis) times the finite-population
-    factor (1 - n/N) over n. With ``n == 0`` users there is nothing to estimate; the estimate is NaN.
+    factor (1 - n/N) over n. Where the release gives an unbiased E[x²] (:meth:`Randomizer.second_moment`), both
+    the mechanism's variance and the users' spread E[x²] - μ² use it instead of their worst cases.
+    With ``n == 0`` users there is nothing to estimate; the estimate is NaN.
     """
     reply = yield Round(randomizer, encoding)
     if reply.n == 0:
@@ -270,6 +286,11 @@ def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, sh
     est = randomizer.estimate(reply.summary, reply.n)
     plug_in = np.clip(est, *(-1.0, 1.0) if encoding.size is None else (0.0, 1.0))
     spread = 1 - plug_in ** 2 if encoding.size is None else plug_in * (1 - plug_in)
+    m2 = randomizer.second_moment(reply.summary, reply.n) if encoding.size is None else None
+    if m2 is None:
+        noise = randomizer.variance(plug_in, reply.n)
+    else:   # the data's own E[x²], estimated without bias, instead of the worst case
+        noise, spread = randomizer.variance(plug_in, reply.n, second_moment=m2), np.maximum(m2 - plug_in ** 2, 0.0)
     sampled = max(0.0, 1 - reply.n / population) if population else 0.0
-    se = np.sqrt(randomizer.variance(plug_in, reply.n) + sampled * spread / reply.n)
+    se = np.sqrt(noise + sampled * spread / reply.n)
     return Estimate(scale * est + shift, abs(scale) * se)

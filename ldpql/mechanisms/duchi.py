@@ -7,7 +7,8 @@ s·(1−q') + (1−s)·q', a mixture of 1−q' and q' for every input, so the ra
 (1−q')/q' ≤ e^ε whatever s realises.
 Utility: the report scaled by C = 1/(1 − 2q') ≈ (e^ε+1)/(e^ε-1) is unbiased for x; Var = C² - x² per user, so the mean of n
 users has Var = (C² - E[x²])/n ≤ (C² - (E x)²)/n (the bound used when E[x²] is unknown, which is tight for
-constant inputs). Runtime: O(n), two uniforms per user. No exact-aggregate path: the count of +1 reports is
+constant inputs). The release cannot do better: every report is ±C whatever x is, so it carries no
+information about E[x²] (the Hybrid Mechanism's PM reports do). Runtime: O(n), two uniforms per user. No exact-aggregate path: the count of +1 reports is
 Poisson-binomial in the individual values, not a function of a histogram.
 Citations: seed-003-vector.md §4.5 (Duchi et al., one dimension); seed-004-gaussian.md §2.6 (baseline).
 """

@@ -9,7 +9,9 @@ with probability P_out' ≈ 1/(t+1), rounded up to the 2^-53 grid, so the realis
 checks is that ratio of branch probabilities over the lengths; the float positions within a branch
 (u·(C−1) + ℓ(x)) are not on a lattice shared by all inputs, which the audit does not cover.
 Utility: the output is unbiased for x, with Var = x²/(t-1) + (t+3)/(3(t-1)²) per user; for the mean of n users
-Var = (E[x²]/(t-1) + (t+3)/(3(t-1)²))/n ≤ (1/(t-1) + (t+3)/(3(t-1)²))/n. Runtime: O(n), three uniforms per user.
+Var = (E[x²]/(t-1) + (t+3)/(3(t-1)²))/n ≤ (1/(t-1) + (t+3)/(3(t-1)²))/n (the worst case, |x| = 1). The
+summary also keeps Σy², from which E[x²] is estimated without bias (:meth:`Piecewise.second_moment`), so the
+interval uses the variance of the data at hand rather than the worst case. Runtime: O(n), three uniforms per user.
 No exact-aggregate path (continuous output).
 Citations: seed-003-vector.md §4.5 (PM).
 """
@@ -62,10 +64,19 @@ class Piecewise(Randomizer):
         return y
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
-        return np.array([reports.sum()])
+        reports = np.asarray(reports, dtype=float)
+        return np.array([reports.sum(), np.dot(reports, reports)])   # Σy, and Σy² for the variance
 
     def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return np.asarray(summary, dtype=float) / n
+        return np.asarray(summary, dtype=float)[:1] / n
+
+    def second_moment(self, summary: np.ndarray, n: int) -> float | None:
+        """Unbiased E[x²] from the release, clipped to [0, 1]: E[y²] = Var + x² = x²·t/(t−1) + (t+3)/(3(t−1)²),
+        so (Σy²/n − (t+3)/(3(t−1)²))·(t−1)/t. None without users."""
+        if n <= 0 or len(summary) < 2:
+            return None
+        floor = (self.t + 3) / (3 * (self.t - 1) ** 2)
+        return float(np.clip((float(summary[1]) / n - floor) * (self.t - 1) / self.t, 0.0, 1.0))
 
     def variance(self, truth: np.ndarray, n: int, second_moment: float | None = None) -> np.ndarray:
         m2 = np.ones(np.shape(truth)) if second_moment is None else np.full(np.shape(truth), second_moment)

@@ -108,10 +108,37 @@ def _release(est: Estimate, d: int) -> tuple[np.ndarray, np.ndarray]:
     return raw, se
 
 
+def ranked_interval(raw: np.ndarray, se: np.ndarray, k: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals for the j-th largest true frequency, j = 1..k, that account for the selection (the winner's
+    curse: the largest raw estimate is biased up when several frequencies are close).
+
+    If every bin's true frequency lies in [L_i, U_i], the j-th largest of the L is at most the j-th largest
+    frequency and the j-th largest of the U at least it. Only two kinds of miss matter: some bin outside the
+    true top j−1 with L_i above it (Bonferroni over the m − j + 1 contenders: the bins whose per-value interval
+    reaches the j-th largest lower end), or one of the true top j with U_i below it (Bonferroni over j); each
+    side gets half of 1 − confidence. Measured coverage (docs/histograms.md): 0.95–0.98 at 95%."""
+    alpha = 1 - confidence
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    low_j = -np.sort(-(raw - z * se))                                         # per-value lower ends, largest first
+    lows, highs = np.full(k, np.nan), np.full(k, np.nan)
+    for j in range(1, k + 1):
+        contenders = int(np.count_nonzero(raw + z * se >= low_j[j - 1]))      # bins that could hold rank j
+        z_low = NormalDist().inv_cdf(1 - alpha / 2 / max(contenders - j + 1, 1))
+        z_high = NormalDist().inv_cdf(1 - alpha / 2 / j)
+        lows[j - 1] = -np.sort(-(raw - z_low * se))[j - 1]
+        highs[j - 1] = -np.sort(-(raw + z_high * se))[j - 1]
+    return np.clip(lows, 0.0, 1.0), np.clip(highs, 0.0, 1.0)
+
+
+RANKED_NOTE = ("LDP_TOPK: each rank's interval is for the j-th largest frequency (whichever value holds it) and "
+               "accounts for the selection (Bonferroni over the values that could hold that rank)")
+
+
 def _frequencies(how: str, d: int, pick: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                 labels: tuple | None = None):
+                 labels: tuple | None = None, ranked: bool = False):
     """derive(): the post-processed frequencies of bins ``pick(post, raw)`` (all bins when None), with intervals
-    from the raw estimates; with ``labels``, the picked bins' labels go in extra['labels'] (LDP_TOPK)."""
+    from the raw estimates; with ``labels``, the picked bins' labels go in extra['labels'] (LDP_TOPK); with
+    ``ranked``, the intervals are :func:`ranked_interval`'s for the picked ranks."""
 
     def derive(release: Estimate, confidence: float) -> Estimate:
         raw, se = _release(release, d)
@@ -119,8 +146,10 @@ def _frequencies(how: str, d: int, pick: Callable[[np.ndarray, np.ndarray], np.n
         idx = np.arange(d) if pick is None else pick(post, raw)
         note = NOTES[how] + "; intervals are centred on the unbiased raw estimates and clipped to [0, 1]"
         extra = {"labels": tuple(labels[i] if np.isfinite(post[i]) else None for i in idx)} if labels else {}
-        return Estimate(post[idx], se[idx], note=note, extra=extra, interval=_interval(raw[idx], se[idx], confidence),
-                        interval_confidence=confidence)
+        interval = _interval(raw[idx], se[idx], confidence)
+        if ranked and np.all(np.isfinite(raw)):
+            interval, note = ranked_interval(raw, se, len(idx), confidence), NOTES[how] + "; " + RANKED_NOTE
+        return Estimate(post[idx], se[idx], note=note, extra=extra, interval=interval, interval_confidence=confidence)
 
     return derive
 
@@ -377,7 +406,7 @@ def resolve_topk(call: ast.Call, table: Table, text: str) -> Target:
     target, labels = _target(call, table, text, call.args[0])
     k = min(int(k), len(labels))
     target.categories = (None,) * k   # one row per rank; each answer carries its values' labels
-    target.derive = _frequencies(target.postprocess, len(labels), _ranked(k), labels)
+    target.derive = _frequencies(target.postprocess, len(labels), _ranked(k), labels, ranked=True)
     target.derived = f"the {k} largest frequencies ({target.postprocess}) and their values"
     return target
 

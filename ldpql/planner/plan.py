@@ -283,7 +283,8 @@ def _aggregate_lines(a: AggregatePlan, p: Plan, head: str, pad: str) -> list[str
     for j, r in enumerate(rejected):
         branch = "└─" if j == len(rejected) - 1 else "├─"
         err = _se(r, p.z, p.confidence) if r.predicted_se == r.predicted_se else "n/a"
-        out.append(f"{pad}{branch} rejected    {r.mechanism}: {err}; {r.rejected}")
+        basis = f" ({r.note})" if r.note and err != "n/a" else ""   # what the prediction assumes
+        out.append(f"{pad}{branch} rejected    {r.mechanism}: {err}{basis}; {r.rejected}")
     if not rejected:
         out[-1] = out[-1].replace("├─ predicted", "└─ predicted", 1)
     return out

@@ -17,6 +17,7 @@ from scipy import stats
 from ldpql.mechanisms.base import Randomizer
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.grr import GRR
+from ldpql.mechanisms.hybrid import Hybrid, pm_share
 from ldpql.mechanisms.oue import OUE, column_counts
 from ldpql.mechanisms.piecewise import Piecewise
 from ldpql.mechanisms.rr import RandomizedResponse, flip, keep_probability
@@ -74,7 +75,9 @@ FINITE = [pytest.param(lambda: RandomizedResponse(1.0), id="rr"),
           pytest.param(lambda: OUE(8.0, 4), id="oue-d4-large-eps")]
 CONTINUOUS = [pytest.param(lambda: Duchi(1.0), id="duchi"), pytest.param(lambda: Duchi(0.3), id="duchi-small"),
               pytest.param(lambda: Piecewise(1.0), id="piecewise"),
-              pytest.param(lambda: Piecewise(4.0), id="piecewise-large")]
+              pytest.param(lambda: Piecewise(4.0), id="piecewise-large"),
+              pytest.param(lambda: Hybrid(0.3), id="hybrid-below-threshold"), pytest.param(lambda: Hybrid(1.0), id="hybrid"),
+              pytest.param(lambda: Hybrid(4.0), id="hybrid-large")]
 
 
 def _data(r: Randomizer, rng):
@@ -185,3 +188,55 @@ def test_randomizers_validate_their_parameters():
                 lambda: RandomizedResponse(0)):
         with pytest.raises(ValueError):
             bad()
+
+
+# ---- Hybrid Mechanism and the second moment of the release (issue 11) -------------------------------------------
+
+def test_hybrid_variance_is_the_same_for_every_input_above_the_threshold_and_below_both_worst_cases():
+    """Wang et al. (ICDE 2019): β = 1 − e^{−ε/2} cancels the x² terms; its variance is below the worst case of both
+    PM and Duchi; at or below ε* ≈ 0.61 it is Duchi's mechanism."""
+    for eps in (0.7, 1.0, 2.0, 4.0, 8.0, 16.0):
+        r = Hybrid(eps)
+        per_x = [float(r.variance(np.array([x]), 1, second_moment=x * x)[0]) for x in np.linspace(-1, 1, 21)]
+        assert max(per_x) - min(per_x) < 1e-9 * max(per_x)
+        t = math.exp(eps / 2)
+        assert per_x[0] == pytest.approx((t + 3) / (3 * t * (t - 1)) + Duchi(eps).C ** 2 / t)
+        assert per_x[0] < Duchi(eps).C ** 2 and per_x[0] < Piecewise(eps).variance(np.ones(1), 1)[0]
+    assert pm_share(0.6) == 0 and pm_share(0.62) == pytest.approx(1 - math.exp(-0.31))
+
+
+def test_hybrid_runs_each_branch_at_its_share_and_reports_the_branch():
+    r, rng = Hybrid(2.0), np.random.default_rng(16)
+    reports = r.randomize(np.full(100_000, 0.3), rng)
+    pm = reports[:, 1] == 1
+    assert abs(pm.mean() - r.beta) < 5 * math.sqrt(r.beta * (1 - r.beta) / len(pm))
+    assert np.allclose(np.abs(reports[~pm, 0]), r.duchi.C)              # the Duchi branch: ±C_D
+    assert np.all(np.abs(reports[pm, 0]) <= r.pm.C + 1e-12)
+    summary = r.aggregate(reports)
+    assert summary[2] == pm.sum() and summary[1] == pytest.approx(np.square(reports[pm, 0]).sum())
+
+
+@pytest.mark.parametrize("make", [lambda: Piecewise(1.0), lambda: Piecewise(4.0), lambda: Hybrid(2.0)],
+                         ids=["piecewise", "piecewise-large", "hybrid"])
+def test_second_moment_of_the_release_is_unbiased(make):
+    """E[x²] estimated from the reports: the mean of 400 estimates is within 5 standard errors of the truth, on
+    data whose E[x²] is far from PM's worst case of 1."""
+    r, rng = make(), np.random.default_rng(17)
+    x = np.concatenate([rng.uniform(-0.2, 0.3, 1500), np.full(500, -0.9)])
+    m2 = np.array([r.second_moment(r.aggregate(r.randomize(x, rng)), len(x)) for _ in range(400)])
+    assert abs(m2.mean() - np.mean(x ** 2)) < 5 * m2.std(ddof=1) / math.sqrt(len(m2))
+
+
+def test_second_moment_check_catches_a_wrong_floor():
+    """The same check fails when the estimator forgets PM's constant term (E[y²] = x²·t/(t−1) + floor)."""
+    r, rng = Piecewise(1.0), np.random.default_rng(18)
+    x = rng.uniform(-0.5, 0.5, 2000)
+    sums = np.array([r.aggregate(r.randomize(x, rng)) for _ in range(200)])
+    naive = sums[:, 1] / len(x) * (r.t - 1) / r.t
+    assert abs(naive.mean() - np.mean(x ** 2)) > 5 * naive.std(ddof=1) / math.sqrt(len(naive))
+
+
+def test_duchi_release_has_no_second_moment():
+    """Every Duchi report is ±C whatever x is: the release says nothing about E[x²]."""
+    r = Duchi(1.0)
+    assert r.second_moment(r.aggregate(r.randomize(np.zeros(10), np.random.default_rng(0))), 10) is None

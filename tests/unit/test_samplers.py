@@ -24,6 +24,7 @@ from ldpql.mechanisms.ksubset import KSubset
 from ldpql.mechanisms.minimum import LaplaceMin
 from ldpql.mechanisms.olh import OLH
 from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.hybrid import Hybrid
 from ldpql.mechanisms.piecewise import Piecewise
 from ldpql.mechanisms.rr import RandomizedResponse, flip, flip_probability
 from ldpql.mechanisms.shuffle import shuffle_budget
@@ -45,6 +46,7 @@ def test_the_cap_is_at_most_30_and_the_grid_covers_small_epsilon_to_the_cap():
 MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "oue": lambda e: OUE(e, 4),
           "brr": lambda e: BRR(e, 4), "ksubset": lambda e: KSubset(e, 5, 2), "olh": lambda e: OLH(e, 4),
           "hadamard": lambda e: HadamardResponse(e, 4), "duchi": lambda e: Duchi(e), "piecewise": lambda e: Piecewise(e),
+          "hybrid": lambda e: Hybrid(e),
           "laplace_min": lambda e: LaplaceMin(e)}
 
 

@@ -1,0 +1,105 @@
+"""The Hybrid Mechanism, HM (Wang et al., "Collecting and Analyzing Multidimensional Data with Local Differential
+Privacy", ICDE 2019), for a value in [-1, 1].
+
+Privacy: ε-LDP. Each user tosses a coin that does not depend on its value: with probability β it runs the
+Piecewise Mechanism at ε (:class:`~ldpql.mechanisms.piecewise.Piecewise`), otherwise Duchi et al.'s one-bit
+mechanism at ε (:class:`~ldpql.mechanisms.duchi.Duchi`), and reports which one ran with the output. For any
+output of the PM branch the probability (density) is β times PM's, of the Duchi branch (1 − β) times Duchi's;
+β cancels in every ratio over two inputs, so the worst ratio is that of the worse branch, at most e^ε. As it
+runs: the coin is drawn as ``random() < β`` (β' = ⌈β·2^53⌉/2^53), and each branch is the engine's own sampler,
+audited as such; the audit reads the PM branch's realised density and the Duchi branch's two atoms, weighted.
+Utility: both branches are unbiased for x, so the report is; per user Var = β·Var_PM(x) + (1 − β)·Var_D(x).
+With t = e^{ε/2} and β = 1 − 1/t (ε > ε* ≈ 0.61; β = 0 below, where HM is Duchi) the x² terms cancel
+(β/(t−1) = 1 − β = 1/t): Var = (t+3)/(3t(t−1)) + C_D²/t for every x, which is below the worst case of both
+PM and Duchi (Wang et al. show it; ``tests/unit/test_mechanisms.py`` checks it). Mean of n users: Var/n. Runtime: O(n), three to four uniforms per user.
+No exact-aggregate path (continuous output).
+Citations: seed-003-vector.md §4.5 (HM); Wang et al., ICDE 2019, §III-C.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ldpql.mechanisms.base import Randomizer, below, check_epsilon, register
+from ldpql.mechanisms.duchi import Duchi
+from ldpql.mechanisms.piecewise import Piecewise
+
+EPSILON_STAR = 0.61   # Wang et al.'s ε*: at or below it the Hybrid Mechanism is Duchi's alone
+
+
+def pm_share(epsilon: float) -> float:
+    """β: the probability that a user runs PM, 1 − e^{−ε/2} above ε* and 0 at or below it."""
+    return 1.0 - math.exp(-epsilon / 2) if epsilon > EPSILON_STAR else 0.0
+
+
+@register
+class Hybrid(Randomizer):
+    """PM with probability β, Duchi otherwise. A report is (value on the estimate's scale, 1 if PM ran); the
+    summary is (sum of values, sum of squared PM values, number of PM reports)."""
+
+    estimates = "mean"
+    name = "hybrid"
+    report_width = 2
+
+    def __init__(self, epsilon: float):
+        check_epsilon("Hybrid", epsilon)
+        self.epsilon = float(epsilon)
+        self.pm, self.duchi = Piecewise(self.epsilon), Duchi(self.epsilon)
+        self.beta = pm_share(self.epsilon)
+        self.C = self.pm.C   # the PM branch's output range [-C, C] (the audit's grid)
+
+    def _interval(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.pm._interval(x)   # the PM branch's high-density band (the audit's breakpoints)
+
+    def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        runs_pm = rng.random(len(x)) < self.beta   # the branch coin: independent of x
+        out = np.empty((len(x), 2))
+        out[:, 1] = runs_pm
+        out[runs_pm, 0] = self.pm.randomize(x[runs_pm], rng)
+        out[~runs_pm, 0] = self.duchi.C * self.duchi.randomize(x[~runs_pm], rng)
+        return out
+
+    def aggregate(self, reports: np.ndarray) -> np.ndarray:
+        reports = np.asarray(reports, dtype=float).reshape(-1, 2)
+        pm = reports[:, 1] == 1
+        return np.array([reports[:, 0].sum(), np.square(reports[pm, 0]).sum(), float(np.count_nonzero(pm))])
+
+    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
+        return np.asarray(summary, dtype=float)[:1] / n
+
+    def variance(self, truth: np.ndarray, n: int, second_moment: float | None = None) -> np.ndarray:
+        """β·Var_PM + (1 − β)·Var_D at E[x²] = ``second_moment`` (default: truth², Duchi's conservative bound,
+        which only matters at β = 0: above ε* the x² terms cancel)."""
+        m2 = np.square(truth) if second_moment is None else np.full(np.shape(truth), second_moment)
+        return self.beta * self.pm.variance(truth, n, m2) + (1 - self.beta) * self.duchi.variance(truth, n, m2)
+
+    def second_moment(self, summary: np.ndarray, n: int) -> float | None:
+        """Unbiased E[x²] from the PM reports (E[y²] = x²·t/(t−1) + (t+3)/(3(t−1)²) for PM); None without any."""
+        count = float(summary[2]) if len(summary) > 2 else 0.0
+        return self.pm.second_moment(np.array([0.0, summary[1]]), int(count)) if count > 0 else None
+
+    def density(self, x: float, y: np.ndarray) -> np.ndarray:
+        return self.beta * self.pm.density(x, y)
+
+    def atoms(self, x: float) -> np.ndarray:
+        return (1 - self.beta) * self.duchi.output_distribution(x)
+
+    def realised_density(self, x: float, y: np.ndarray) -> list[Fraction]:
+        beta = below(self.beta)
+        return [beta * v for v in self.pm.realised_density(x, y)]
+
+    def realised_atoms(self, x: float) -> list[Fraction]:
+        beta = below(self.beta)
+        return [(1 - beta) * v for v in self.duchi.realised_distribution(x)]
+
+    @classmethod
+    def audit_cases(cls):
+        return [cls(e) for e in (0.1, 0.5, 1.0, 2.0, 5.0)]
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return [cls(epsilon)]
