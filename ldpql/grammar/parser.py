@@ -263,7 +263,17 @@ class _ToAst(Transformer_NonRecursive):
             if seen_named and not isinstance(a, ast.NamedArg):
                 raise self._error("a positional argument follows a named one", _expr_pos(a),
                                   hint="put `name => value` arguments last")
+        self._once(named, "argument", "=>")
         return ast.Call(name.upper(), positional, named, False, _pos(meta))
+
+    def _once(self, items, what: str, sign: str) -> None:
+        """A named argument or an option given twice would silently keep one of the two values: refuse it."""
+        seen = set()
+        for item in items:
+            if item.name in seen:
+                raise self._error(f"the {what} `{item.name}` is given twice", item.pos, width=len(item.name),
+                                  hint=f"give `{item.name} {sign} ...` once")
+            seen.add(item.name)
 
     def star_call(self, meta, children):
         return ast.Call(children[0].upper(), (), (), True, _pos(meta))
@@ -302,6 +312,7 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Option(str(children[0]).lower(), children[-1], _pos(meta))
 
     def options_clause(self, meta, children):
+        self._once(children, "option", "=")
         return ("options", tuple(children))
 
     def body_from(self, meta, children):

@@ -384,6 +384,9 @@ def split_budget(ctx: _Context) -> None:
     cost_eps = sum((_best_se(a, eps / k, n) / f) ** 2 for a, f in zip(aggs, full))
     cost_users = sum((_best_se(a, eps, n, 1 / k) / f) ** 2 for a, f in zip(aggs, full))
     why = "split = '{}' was asked for; ".format(asked) if asked != "auto" else ""   # the note still shows both
+    fewest = min((size for _, size in ctx.facts.groups), default=ctx.facts.n)
+    if asked == "auto" and fewest < k:   # some group has fewer users than aggregates: a share would be empty
+        cost_users, why = math.inf, f"a group of {fewest} user(s) cannot give each of {k} aggregates its own; "
     if cost_users <= cost_eps if asked == "auto" else asked == "users":
         ctx.split_note = (f"users: {k} disjoint groups, one per aggregate, each at the full ε ({why}relative "
                           f"variance {cost_users:.3g} vs {cost_eps:.3g} for splitting ε; sampling error included)")

@@ -65,7 +65,8 @@ def bins(a: AggregatePlan) -> int | None:
 
 
 def smallest_group(p: Plan) -> int | None:
-    """Under GROUP BY, the smallest group's user count (the one whose error binds); None without groups."""
+    """Under GROUP BY, the smallest group's user count (shown; which group binds depends on the aggregate: a
+    mean's error is largest in the smallest group, a count's in the largest); None without groups."""
     return min((n for _, n in p.groups), default=None) if len(p.groups) > 1 else None
 
 
@@ -169,8 +170,8 @@ class Accuracy:
 
     def summary(self) -> str:
         """One line: the ε chosen and why (EXPLAIN's accuracy line; also a note on the result)."""
-        where = (f" in every group (the smallest has {self.smallest_group:,} users)"
-                 if self.smallest_group is not None else "")
+        where = " in every group (each on its own users; the group where it is largest binds)" \
+            if self.smallest_group is not None else ""
         goal = f"±{self.target:g}" if all(t == self.target for _, t, _, _ in self.per_aggregate) else \
             "its ±a"
         if self.empty:
@@ -189,7 +190,7 @@ class Accuracy:
         if self.empty:
             return out
         binding = max((e for _, _, e, _ in self.per_aggregate if e is not None), default=None)
-        group = " in the smallest group" if self.smallest_group is not None else ""
+        group = " in the group where it is largest" if self.smallest_group is not None else ""
         for output, goal, eps, error in self.per_aggregate:
             needs = f"within ±{goal:g} from ε = {eps:.4g}" if eps is not None else \
                 f"not within ±{goal:g} at any ε up to {EPSILON_CAP:g}"
@@ -237,7 +238,13 @@ def _outputs(a: AggregatePlan, p: Plan) -> str:
 
 
 def _check_arguments(select: ast.Select, text: str) -> None:
-    """ACCURACY chooses the ε and its split, so no aggregate fixes an ε share; ``accuracy =>`` is positive."""
+    """ACCURACY chooses the ε and its split, so neither an aggregate's ε share nor the statement's OPTIONS
+    (epsilon = ...) may fix one (a session's SET epsilon is a default, which ACCURACY overrides); ``accuracy =>``
+    is positive."""
+    for opt in select.options:
+        if opt.name == "epsilon":
+            raise _error("OPTIONS (epsilon = ...) cannot be given when ACCURACY chooses the statement's ε", text, opt,
+                         "remove the epsilon option, or write EPSILON e instead of ACCURACY")
     for item in select.items:
         for arg in item.expr.named if isinstance(item.expr, ast.Call) else ():
             v = arg.value.value
@@ -304,8 +311,8 @@ class Sweep:
 
     def header(self) -> list[str]:
         """What the table shows, above it."""
-        where = (f" in the smallest group ({self.smallest_group:,} users; groups are disjoint and each gets the "
-                 "full ε)" if self.smallest_group is not None else f" at n = {self.n:,}")
+        where = (" in the group where it is largest (groups are disjoint and each gets the full ε; the smallest "
+                 f"has {self.smallest_group:,} users)" if self.smallest_group is not None else f" at n = {self.n:,}")
         return [f"predicted error by ε for: {self.statement.sql()}",
                 (f"the half-width of each answer's interval at {self.confidence:.0%} confidence{where}, "
                  "and the mechanism the planner would choose")]

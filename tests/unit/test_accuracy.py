@@ -108,7 +108,7 @@ def test_under_group_by_the_target_holds_in_the_smallest_group():
     z, c = p.z, a.chosen
     assert smallest_group(p) == 1_000
     assert z * c.expected_se(p.epsilon, 1_000, 1.0) <= 3000 < z * c.expected_se(p.epsilon * 0.995, 1_000, 1.0)
-    assert "in every group (the smallest has 1,000 users)" in str(p)
+    assert "in every group (each on its own users; the group where it is largest binds)" in str(p)
 
 
 def test_an_unreachable_target_is_refused_with_the_best_accuracy():
@@ -179,7 +179,7 @@ def test_the_sweep_under_group_by_predicts_for_the_smallest_group():
     p = _plan("SELECT region, LDP_MEAN(income) FROM people GROUP BY region EPSILON 1", groups=GROUPS)
     c = p.aggregates[0].chosen
     assert s.rows[0][1].startswith(f"±{p.z * c.expected_se(1.0, 1_000, 1.0):.3g} ")
-    assert "in the smallest group (1,000 users" in str(s)
+    assert "in the group where it is largest" in str(s) and "the smallest has 1,000 users" in str(s)
 
 
 def test_the_search_is_over_public_facts_only():
