@@ -13,6 +13,7 @@ statement is refused with the n or ε that would work, unless OPTIONS (force = t
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -23,19 +24,26 @@ from ldpql.errors import InternalError, PlanError
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Encoding
-from ldpql.mechanisms.rr import keep_probability
+from ldpql.mechanisms.grr import GRR
+from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.minimum import (
+    BucketPlan,
+    Buckets,
     Grid,
     GridEncoding,
     Lattice,
     Schedule,
+    bucket_search,
     laplace_error,
     laplace_protocol,
     min_epsilon,
     min_users,
+    plan_buckets,
     schedule,
     search,
 )
+from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.rr import keep_probability
 from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
 from ldpql.planner.plan import Candidate, Target
 
@@ -56,6 +64,7 @@ class ExtremeTarget(Target):
     rounds_limit: int | None = None
     grouped: bool = False
     call_sql: str = ""
+    confidence: float = 0.95
 
     @property
     def negate(self) -> bool:
@@ -86,7 +95,8 @@ def resolve_extreme(call: ast.Call, table: Table, text: str, select: ast.Select 
     return ExtremeTarget(col.name, laplace, dom.describe(), None, col.name, affine=(half, mid), kind=kind,
                          column_def=col, domain=dom, alpha=_alpha(call, text), force=bool(_option(options, "force")),
                          rounds_limit=min(limits) if limits else None,
-                         grouped=bool(select is not None and select.group_by), call_sql=call.sql())
+                         grouped=bool(select is not None and select.group_by), call_sql=call.sql(),
+                         confidence=float(_option(options, "confidence") or 0.95))
 
 
 def _alpha(call: ast.Call, text: str) -> float | None:
@@ -340,7 +350,111 @@ def extreme_candidates(t: ExtremeTarget) -> list[Candidate]:
     lap = Candidate(f"laplace_{t.kind}", "local", 1, laplace_predict, laplace,
                     note="spec §2.6, all users at the extreme", check=laplace_check)
     lap.predicts = "mean_abs"
-    return [bisect, lap]
+    return [bucket_candidate(t, o) for o in BUCKET_ORACLES] + [bisect, lap]
+
+
+BUCKET_ORACLES = {"oue": OUE, "grr": GRR}   # frequency oracles with an exact-aggregate path (OLH: see docs)
+
+
+def _buckets(t: ExtremeTarget, size: int) -> Buckets:
+    return Buckets(t.domain.low, t.domain.high, size, t.domain.integer)
+
+
+def _most_buckets(t: ExtremeTarget) -> int:
+    """At most one bucket per value of an INTEGER domain."""
+    return t.domain.size if t.domain.integer else 1 << 30
+
+
+@functools.lru_cache(maxsize=1024)
+def _bucket_plan(oracle: str, eps: float, n: int, most: int) -> BucketPlan:
+    make = BUCKET_ORACLES[oracle]
+    if math.isinf(eps):
+        return plan_buckets(lambda d: Identity(d), max(n, 1), most)
+    return plan_buckets(lambda d: make(eps, d), max(n, 1), most)
+
+
+def bucket_candidate(t: ExtremeTarget, oracle: str) -> Candidate:
+    """The one-round bucket search through ``oracle``: (B, t) by the smallest bound, refused (unless forced)
+    when that bound is no better than half the domain (it could not tell which half the extreme is in)."""
+    width, most = 2 * t.affine[0], _most_buckets(t)
+
+    def predict(eps: float, n: int) -> float:
+        return width * _bucket_plan(oracle, eps, n, most).bound
+
+    def check(eps: float, n: int) -> str | None:
+        if math.isinf(eps) or t.force or _bucket_plan(oracle, eps, n, most).bound < 0.5:
+            return None
+        return _useless_reason(oracle, eps, n, most) + "; OPTIONS (force = true) runs it anyway"
+
+    def protocol(eps: float):
+        def factory(n: int):
+            bp = _bucket_plan(oracle, eps, n, most)
+            make = (lambda d: Identity(d)) if math.isinf(eps) else (lambda d: BUCKET_ORACLES[oracle](eps, d))
+            gamma = bp.gamma(make, max(n, 1), t.confidence)
+            b = _buckets(t, bp.size)
+            enc = Encoding(b.sql(t.domain.clamped_sql(t.column_def.name), t.negate), bp.size, t.column)
+            return bucket_search(make(bp.size), b, bp.threshold, gamma, t.confidence, enc, t.negate)
+        return factory
+
+    c = Candidate(f"buckets_{oracle}", "local", 1, predict, protocol, check=check,
+                  note=f"one {oracle.upper()} report of the user's bucket", aliases=("buckets",),
+                  describe=lambda eps, n: bucket_lines(t, oracle, eps, n))
+    c.predicts, c.share_n = "mean_abs_bound", True
+    return c
+
+
+def _useless_reason(oracle: str, eps: float, n: int, most: int) -> str:
+    """Why the bucket search cannot say which half of the domain the extreme is in, and the n or ε that would."""
+    def ok_n(m: int) -> bool:
+        return _bucket_plan(oracle, eps, m, most).bound < 0.5
+
+    def ok_eps(e: float) -> bool:
+        return _bucket_plan(oracle, e, n, most).bound < 0.5
+
+    lo, hi = n, 1 << 40
+    while lo < hi:   # the bound falls with n: the first n that works
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if not ok_n(mid) else (lo, mid)
+    need_n = f"n ≥ {lo:,} at ε = {eps:g}" if ok_n(lo) else f"no n at ε = {eps:g}"
+    e_lo, e_hi = eps, eps
+    while not ok_eps(e_hi) and e_hi < 64:
+        e_lo, e_hi = e_hi, e_hi * 2
+    if ok_eps(e_hi):
+        for _ in range(30):
+            mid = math.sqrt(e_lo * e_hi)
+            e_lo, e_hi = (e_lo, mid) if ok_eps(mid) else (mid, e_hi)
+        need_eps = f"ε ≥ {_round_up(e_hi)} at n = {n:,}"
+    else:
+        need_eps = f"no ε up to 64 at n = {n:,}"
+    return (f"too few users for this ε: its bound on E|error| is half the domain or more, so it could not tell "
+            f"which half holds the extreme; needs {need_n}, or {need_eps}")
+
+
+def bucket_lines(t: ExtremeTarget, oracle: str, eps: float, n: int) -> list[str]:
+    """EXPLAIN of the bucket search: the buckets, the rule, what the answer estimates (γ), the bound and what it
+    assumes, and what the interval means."""
+    bp = _bucket_plan(oracle, eps, n, _most_buckets(t))
+    b = _buckets(t, bp.size)
+    what, side, inward = ("maximum", "above", "below") if t.negate else ("minimum", "below", "above")
+    if math.isinf(eps):
+        return [(f"buckets     noise off: the middle of the {'highest' if t.negate else 'lowest'}"
+                f" non-empty of {bp.size:,} buckets (width {b.width:.4g})")]
+    make = lambda d: BUCKET_ORACLES[oracle](eps, d)
+    gamma = bp.gamma(make, n, t.confidence)
+    return [
+        (f"buckets     {bp.size:,} buckets of width {b.width:.4g} over the domain; every user reports its bucket "
+        f"once through {oracle.upper()} at ε = {eps:g} (one round)"),
+        (f"answer      the middle of the {'highest' if t.negate else 'lowest'} bucket whose "
+        f"estimated share of users is more than t = {bp.threshold:g} standard errors (se₀ = {bp.se0:.3g}) above 0"),
+        (f"estimates   a point with at most about γ = {gamma:.3g} of the users {side} it: a bucket holding γ of "
+        f"them stands out with probability ≥ {t.confidence:.0%} (normal approximation); more can be {side} it "
+        f"when they are spread thinly over several buckets"),
+        (f"bound       E|error| ≤ {2 * t.affine[0] * bp.bound:.4g} from the {what} (assumes every bucket next to "
+        f"the {what}, {inward} it, holds at least 1/{bp.size} = {1 / bp.size:.3g} of the users, as a spread over the whole "
+        f"domain would; such a bucket stands out with probability {bp.detect:.3f})"),
+        (f"interval    the buckets holding the point with γ of the users {side} it, from one-sided bounds at "
+        f"{(1 + t.confidence) / 2:.4g} on the cumulative shares: ≥ {t.confidence:.0%}, more when it is deep "
+        f"inside a bucket")]
 
 
 def degenerate_reason(s: Schedule) -> str:
