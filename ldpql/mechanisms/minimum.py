@@ -412,7 +412,9 @@ def search(n: int, plan: Schedule, low: float, high: float, encode: Encoder, neg
     top += lattice.slack
     interval = (np.array([-top]), np.array([high])) if negate else (np.array([low]), np.array([top]))
     which = "maximum ≥ the interval's bottom" if negate else "minimum ≤ the interval's top"
-    note = (f"LDP_{'MAX' if negate else 'MIN'} interval is one-sided: the {which} with the confidence shown "
+    note = (f"LDP_{'MAX' if negate else 'MIN'} by bisection estimates the point with γ = {plan.gamma:.3g} of the "
+            f"users {'above' if negate else 'below'} it, not the extreme itself; its interval is one-sided: the "
+            f"{which} with the confidence shown "
             "(it fails only if noise alone pushed a step past the extreme); the other end is the declared "
             "domain's, since the theory bounds the error only in expectation and under an assumption on the data")
     if plan.degenerate:
@@ -626,7 +628,7 @@ def laplace_protocol(n: int, epsilon: float, encoding: Encoding, half: float, mi
 # ---- one round: the lowest bucket of a frequency-oracle histogram that stands out from zero ------------------
 #
 # Every user reports its bucket of the declared domain once, at the full ε, through a frequency oracle (OUE or
-# GRR here); the answer is the middle of the lowest bucket whose estimated share is more than ``threshold``
+# GRR here); the answer is the start of the lowest bucket whose estimated share is more than ``threshold``
 # standard errors above 0 (the issue-11 baseline; Wang, Blocki, Li, Jha 2017 for the oracles). Privacy is the
 # oracle's: one report at ε. Unlike the bisection, ε is not divided over rounds, which is why it wins almost
 # everywhere (examples/extremes_grid.py).
@@ -709,7 +711,8 @@ def bucket_search(randomizer: Randomizer, buckets: Buckets, threshold: float, ga
                   encoding: Encoding, negate: bool = False) -> Protocol:
     """One round: every user reports its bucket (counted from the top for the maximum) through ``randomizer``.
 
-    The answer is the middle of the lowest bucket that stands out (of the highest one for the maximum); when
+    The answer is the start of the lowest bucket that stands out (the end of the highest one for the maximum),
+    so every user of that bucket is at or above it and only buckets that did not stand out are below; when
     none does, the domain's own end, which no user is beyond. The interval is the range of buckets that
     holds the γ-quantile (the maximum: the point with γ of the users above it) at ``confidence``, widened to
     hold the answer; ``extra['share_beyond']`` is the estimated share of users beyond the answer."""
@@ -724,10 +727,9 @@ def bucket_search(randomizer: Randomizer, buckets: Buckets, threshold: float, ga
     k = 0 if read.bucket is None else read.bucket
     if negate:   # bucket j counted from the top is bucket size-1-j
         top = buckets.size - 1
-        k, lo, hi = top - k, buckets.lower(top - read.last), buckets.upper(top - read.first)
+        value, lo, hi = buckets.upper(top - k), buckets.lower(top - read.last), buckets.upper(top - read.first)
     else:
-        lo, hi = buckets.lower(read.first), buckets.upper(read.last)
-    value = (buckets.lower(k) + buckets.upper(k)) / 2
+        value, lo, hi = buckets.lower(k), buckets.lower(read.first), buckets.upper(read.last)
     if read.bucket is None:
         value = buckets.high if negate else buckets.low
     lo, hi = min(float(lo), float(value)), max(float(hi), float(value))
@@ -741,7 +743,7 @@ def bucket_search(randomizer: Randomizer, buckets: Buckets, threshold: float, ga
 def _bucket_note(read: BucketRead, buckets: Buckets, threshold: float, gamma: float, confidence: float,
                  negate: bool) -> str:
     """What a bucket answer is, in the result's words."""
-    what, side = ("MAX", "above") if negate else ("MIN", "below")
+    what, side, end = ("MAX", "above", "end") if negate else ("MIN", "below", "start")
     if read.bucket is None:
         return (f"LDP_{what}: no bucket of {buckets.size} stood out from 0 (> {threshold:g} standard errors): the "
                 f"answer is the domain's own {'top' if negate else 'bottom'}, which no user is {side}")
@@ -752,7 +754,7 @@ def _bucket_note(read: BucketRead, buckets: Buckets, threshold: float, gamma: fl
     z = NormalDist().inv_cdf((1 + confidence) / 2)
     share = min(max(read.share_below, 0.0), 1.0)
     lo, hi = max(read.share_below - z * read.share_sd, 0.0), min(read.share_below + z * read.share_sd, 1.0)
-    return (f"LDP_{what} is the middle of the {'highest' if negate else 'lowest'} of {buckets.size} buckets whose "
+    return (f"LDP_{what} is the {end} of the {'highest' if negate else 'lowest'} of {buckets.size} buckets whose "
             f"estimated share of users is more than {threshold:g} standard errors above 0: a point with at most "
             f"about γ = {gamma:.3g} of the users {side} it (a bucket holding γ stands out with probability "
             f"≥ {confidence:.0%}); estimated share {side} its bucket {share:.3g} ({confidence:.0%}: "
@@ -795,7 +797,7 @@ def plan_buckets(make: Callable[[int], Randomizer], n: int, most: int) -> Bucket
     bucket from the extreme inward holds at least 1/B of the users: the first such bucket that stands out is on
     average at most 1/π buckets in (π its detection probability), and a bucket that holds nobody stands out
     with probability a = 1 - Φ(t), which can move the answer by at most the whole domain for each of the B;
-    the answer is a bucket's middle: w/2 + w/π + min(1, B·a) (normal approximation of each bucket's estimate)."""
+    the answer is a bucket's start: w/π + min(1, B·a) (normal approximation of each bucket's estimate)."""
     from scipy.stats import norm  # imported here: scipy.stats adds ~1 s to `import ldpql`
 
     best = None
@@ -805,7 +807,7 @@ def plan_buckets(make: Callable[[int], Randomizer], n: int, most: int) -> Bucket
         se0 = math.sqrt(float(r.variance(np.zeros(1), n)[0]))
         se1 = math.sqrt(float(r.variance(np.array([1.0 / size]), n)[0]))
         detect = norm.cdf((1.0 / size - ts * se0) / se1) if se1 > 0 else np.ones_like(ts)
-        bound = np.where(detect > 0, (0.5 + 1.0 / np.maximum(detect, 1e-300)) / size, np.inf) + \
+        bound = np.where(detect > 0, 1.0 / (np.maximum(detect, 1e-300) * size), np.inf) + \
             np.minimum(1.0, size * norm.sf(ts)) * (se0 > 0)
         i = int(np.argmin(bound))
         if best is None or bound[i] < best.bound:
