@@ -27,6 +27,7 @@ import argparse
 import csv
 import time
 import zlib
+from statistics import NormalDist
 from pathlib import Path
 
 import numpy as np
@@ -136,6 +137,14 @@ def run_cell(x: np.ndarray, kind: str, n: int, eps: float, runs: int, rng: np.ra
         est = [drive(c.protocol(eps)(n), counts, rng) for _ in range(runs)]
         row[f"coverage_{int(conf * 100)}"] = float(np.mean([e.interval[0][0] <= m_gamma <= e.interval[1][0]
                                                             for e in est]))
+        if name.startswith("buckets"):   # the note's interval for the share of users beyond the answer
+            z = NormalDist().inv_cdf((1 + conf) / 2)
+            values = np.array([e.values[0] for e in est])
+            true = (np.searchsorted(sx, values, side="left") if kind == "min" else
+                    n - np.searchsorted(sx, values, side="right")) / n
+            share = np.array([e.extra["share_beyond"] for e in est])
+            sd = np.array([e.extra["share_beyond_sd"] for e in est])
+            row[f"share_coverage_{int(conf * 100)}"] = float(np.mean(np.abs(share - true) <= z * sd + 1e-12))
     best = min(row[f"err_{c}"] for c in CANDIDATES)
     bestx = min(row[f"errx_{c}"] for c in CANDIDATES)
     row["regret"] = row[f"err_{name}"] / best if best > 0 else (1.0 if row[f"err_{name}"] == 0 else np.inf)

@@ -757,7 +757,7 @@ def _bucket_note(read: BucketRead, buckets: Buckets, threshold: float, gamma: fl
     return (f"LDP_{what} is the {end} of the {'highest' if negate else 'lowest'} of {buckets.size} buckets whose "
             f"estimated share of users is more than {threshold:g} standard errors above 0: a point with at most "
             f"about γ = {gamma:.3g} of the users {side} it (a bucket holding γ stands out with probability "
-            f"≥ {confidence:.0%}); estimated share {side} its bucket {share:.3g} ({confidence:.0%}: "
+            f"≥ 95%); estimated share {side} its bucket {share:.3g} ({confidence:.0%}: "
             f"{lo:.3g} to {hi:.3g}); the interval holds the point with γ of the users {side} it "
             f"(≥ {confidence:.0%}: wider when that point is deep inside a bucket)")
 

@@ -1,14 +1,21 @@
-"""LDP_MIN and LDP_MAX (seed 000): the locally private bisection of Fukuchi et al., and the naive Laplace
-baseline on request.
+"""LDP_MIN and LDP_MAX: the one-round bucket search (issue 11), the locally private bisection of Fukuchi, Yu,
+Haishima, Sakuma, "Locally Differentially Private Minimum Finding" (2019), and the naive Laplace baseline on
+request.
 
     LDP_MIN(column [, alpha => a])      alpha => a: a known lower bound α₀ = a on the tail exponent α
-    LDP_MAX(column [, alpha => a])      ('lower α' schedule); default, or alpha => 'unknown': the
-                                        'unknown α' schedule, which assumes nothing about the data
+    LDP_MAX(column [, alpha => a])      ('lower α' schedule of the bisection); default: 'unknown α'
 
-The column needs a numeric domain (BETWEEN lo AND hi); the search runs over it. The schedule (L, h_N, γ) is a
-function of the public n and ε only. When γ ≥ 1 the search degenerates (too few users for this ε), and the
-statement is refused with the n or ε that would work, unless OPTIONS (force = true). OPTIONS (mechanism =
-'laplace_min') / 'laplace_max' runs the baseline of spec §2.6 instead.
+The column needs a numeric domain (BETWEEN lo AND hi). No locally private mechanism can see a few users at the
+extreme, so every candidate estimates a point with at most about γ of the users beyond it; EXPLAIN says which
+γ. The candidates: ``buckets_oue`` / ``buckets_grr`` (every user reports its bucket of the domain once through
+OUE or GRR; the answer is the start of the lowest bucket whose estimated share stands out from 0; the number of
+buckets B and the threshold t minimise a bound that assumes users at least as dense near the extreme as a spread
+over the whole domain), ``bisect_min`` / ``bisect_max`` (every user answers L threshold bits at ε/L; it finds
+the point with the paper's γ of users beyond it, often a quarter or more of them). The planner takes the
+smallest bound (docs/extremes.md, examples/extremes_grid.py). A statement is refused, with the n or ε that would
+work, when no candidate can say which half of the domain holds the extreme (the bucket search's bound is half
+the domain or more, and the bisection's γ ≥ 1), unless OPTIONS (force = true). OPTIONS (mechanism =
+'laplace_min') / 'laplace_max' runs the naive baseline (spec §2.6).
 """
 
 from __future__ import annotations
@@ -358,6 +365,7 @@ def extreme_candidates(t: ExtremeTarget) -> list[Candidate]:
 
 
 BUCKET_ORACLES = {"oue": OUE, "grr": GRR}   # frequency oracles with an exact-aggregate path (OLH: see docs)
+DETECTION = 0.95   # γ is the share a bucket must hold to stand out with this probability (whatever `confidence`)
 
 
 def _buckets(t: ExtremeTarget, size: int) -> Buckets:
@@ -394,7 +402,7 @@ def bucket_candidate(t: ExtremeTarget, oracle: str) -> Candidate:
         def factory(n: int):
             bp = _bucket_plan(oracle, eps, n, most)
             make = (lambda d: Identity(d)) if math.isinf(eps) else (lambda d: BUCKET_ORACLES[oracle](eps, d))
-            gamma = bp.gamma(make, max(n, 1), t.confidence)
+            gamma = bp.gamma(make, max(n, 1), DETECTION)
             b = _buckets(t, bp.size)
             enc = Encoding(b.sql(t.domain.clamped_sql(t.column_def.name), t.negate), bp.size, t.column)
             return bucket_search(make(bp.size), b, bp.threshold, gamma, t.confidence, enc, t.negate)
@@ -444,14 +452,14 @@ def bucket_lines(t: ExtremeTarget, oracle: str, eps: float, n: int) -> list[str]
         return [(f"buckets     noise off: the {'end' if t.negate else 'start'} of the {'highest' if t.negate else 'lowest'}"
                 f" non-empty of {bp.size:,} buckets (width {b.width:.4g})")]
     make = lambda d: BUCKET_ORACLES[oracle](eps, d)
-    gamma = bp.gamma(make, n, t.confidence)
+    gamma = bp.gamma(make, n, DETECTION)
     return [
         (f"buckets     {bp.size:,} buckets of width {b.width:.4g} over the domain; every user reports its bucket "
         f"once through {oracle.upper()} at ε = {eps:g} (one round)"),
         (f"answer      the {'end' if t.negate else 'start'} of the {'highest' if t.negate else 'lowest'} bucket whose "
         f"estimated share of users is more than t = {bp.threshold:g} standard errors (se₀ = {bp.se0:.3g}) above 0"),
         (f"estimates   a point with at most about γ = {gamma:.3g} of the users {side} it: a bucket holding γ of "
-        f"them stands out with probability ≥ {t.confidence:.0%} (normal approximation); more can be {side} it "
+        f"them stands out with probability ≥ {DETECTION:.0%} (normal approximation); more can be {side} it "
         f"when they are spread thinly over several buckets"),
         (f"bound       E|error| ≤ {2 * t.affine[0] * bp.bound:.4g} from the {what} (assumes every bucket next to "
         f"the {what}, {inward} it, holds at least 1/{bp.size} = {1 / bp.size:.3g} of the users, as a spread over the whole "
@@ -516,10 +524,10 @@ def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
 
 NAMED_ARGS = {"alpha": "a known lower bound α on the tail exponent (spec seed 000 §2.3); default: α unknown"}
 register_aggregate(AggregateSpec("LDP_MIN", "LDP_MIN(column [, alpha => a])",
-                                 "minimum of a bounded numeric column (locally private bisection)", "min",
+                                 "a low extreme of a bounded numeric column: a point with at most about γ of the users below it", "min",
                                  resolve_extreme, extreme_candidates, named_args=NAMED_ARGS,
                                  statement_aware=True))
 register_aggregate(AggregateSpec("LDP_MAX", "LDP_MAX(column [, alpha => a])",
-                                 "maximum of a bounded numeric column (locally private bisection)", "max",
+                                 "a high extreme of a bounded numeric column: a point with at most about γ of the users above it", "max",
                                  resolve_extreme, extreme_candidates, named_args=NAMED_ARGS,
                                  statement_aware=True))
