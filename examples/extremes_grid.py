@@ -27,8 +27,8 @@ import argparse
 import csv
 import time
 import zlib
-from statistics import NormalDist
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
