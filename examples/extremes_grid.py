@@ -54,25 +54,26 @@ def shapes(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
             "far": rng.integers(9000, 11001, n)}
 
 
-def target(kind: str, confidence: float) -> pm.ExtremeTarget:
+def target(kind: str, confidence: float, force: bool = True) -> pm.ExtremeTarget:
     dom = NumericDomain(LOW, HIGH, integer=True)
     col = Column("x", "INTEGER", domain=dom)
     half, mid = (HIGH - LOW) / 2, (HIGH + LOW) / 2
     return pm.ExtremeTarget("x", Encoding("x", None, "x"), dom.describe(), None, "x", affine=(half, mid), kind=kind,
-                            column_def=col, domain=dom, force=True, confidence=confidence)
+                            column_def=col, domain=dom, force=force, confidence=confidence)
 
 
 def choose(cands, eps: float, n: int):
     """The planner's rule (choose_mechanisms): the smallest prediction among the candidates its checks allow,
-    the first listed on a tie; the force flag only affects the run, so the checks are asked without it."""
+    the first listed on a tie; and whether the planner refuses the statement (every check fails: the cell is
+    then run as with force = true)."""
     allowed = []
     for c in cands:
         if c.mechanism.startswith("laplace"):
             continue
         strict = c.check(eps, n) if c.check is not None else None
         allowed.append((c.predict(eps, n), strict is not None, c))
-    ok = [a for a in allowed if not a[1]] or allowed
-    return min(ok, key=lambda a: a[0])[2]
+    ok = [a for a in allowed if not a[1]]
+    return min(ok or allowed, key=lambda a: a[0])[2], not ok
 
 
 class Counts:
@@ -110,7 +111,7 @@ def gamma_point(x: np.ndarray, kind: str, gamma: float) -> float:
 def run_cell(x: np.ndarray, kind: str, n: int, eps: float, runs: int, rng: np.random.Generator) -> dict:
     counts = Counts(x, kind)
     cands = {c.mechanism.replace(f"_{kind}", ""): c for c in pm.extreme_candidates(target(kind, 0.95))}
-    chosen = choose(list(cands.values()), eps, n)
+    chosen, refused = choose(pm.extreme_candidates(target(kind, 0.95, force=False)), eps, n)
     name = chosen.mechanism.replace(f"_{kind}", "")
     bp = pm._bucket_plan(name.split("_")[1], eps, n, HIGH - LOW + 1) if name.startswith("buckets") else None
     if bp is None:   # the statement's γ is the best bucket search's, whichever candidate runs
@@ -120,7 +121,8 @@ def run_cell(x: np.ndarray, kind: str, n: int, eps: float, runs: int, rng: np.ra
     gamma = bp.gamma(make, n, 0.95)
     m_gamma, extreme = gamma_point(x, kind, gamma), float(x.min() if kind == "min" else x.max())
     row = {"kind": kind, "n": n, "epsilon": eps, "gamma": gamma, "m_gamma": m_gamma, "extreme": extreme,
-           "chosen": name, "buckets": bp.size, "threshold": bp.threshold}
+           "chosen": name, "refused": refused, "buckets": bp.size, "threshold": bp.threshold,
+           "bound_chosen": chosen.predict(eps, n), "bound_bisect": cands["bisect"].predict(eps, n)}
     sx = np.sort(x)
     for cname, c in cands.items():
         if cname.startswith("laplace"):

@@ -763,7 +763,7 @@ def _bucket_note(read: BucketRead, buckets: Buckets, threshold: float, gamma: fl
 
 
 BUCKET_COUNTS = tuple(1 << k for k in range(1, 13))           # 2 .. 4096 buckets
-THRESHOLDS = tuple(float(t) for t in np.arange(1.5, 6.01, 0.25))  # standard errors above 0
+THRESHOLDS = tuple(float(t) for t in np.arange(1.5, 8.01, 0.25))  # standard errors above 0
 
 
 @dataclass(frozen=True)
@@ -793,22 +793,30 @@ class BucketPlan:
 
 
 def plan_buckets(make: Callable[[int], Randomizer], n: int, most: int) -> BucketPlan:
-    """The (B, t) with the smallest bound (at most ``most`` buckets). Bound, in domain widths, when every
+    """The (B, t) with the smallest bound (at most ``most`` buckets: powers of two, and ``most`` itself when it
+    is an INTEGER domain's size of at most 2^16, one bucket per value). Bound, in domain widths, when every
     bucket from the extreme inward holds at least 1/B of the users: the first such bucket that stands out is on
     average at most 1/π buckets in (π its detection probability), and a bucket that holds nobody stands out
-    with probability a = 1 - Φ(t), which can move the answer by at most the whole domain for each of the B;
-    the answer is a bucket's start: w/π + min(1, B·a) (normal approximation of each bucket's estimate)."""
-    from scipy.stats import norm  # imported here: scipy.stats adds ~1 s to `import ldpql`
+    with probability a, which can move the answer by at most the whole domain for each of the B; the answer is
+    a bucket's start: w/π + min(1, B·a). A bucket stands out when its count of reports c exceeds
+    n(q + t·se₀(p - q)); an empty one's c is Binomial(n, q), so a is that binomial's exact tail (a normal tail
+    is 100x too small when nq is below 1); π uses the normal approximation of c."""
+    from scipy.stats import binom, norm  # imported here: scipy.stats adds ~1 s to `import ldpql`
 
     best = None
     ts = np.array(THRESHOLDS)
-    for size in (b for b in BUCKET_COUNTS if b <= most):
+    sizes = [b for b in BUCKET_COUNTS if b <= most] + ([most] if most <= 1 << 16 and most not in BUCKET_COUNTS else [])
+    for size in sizes:
         r = make(size)
         se0 = math.sqrt(float(r.variance(np.zeros(1), n)[0]))
-        se1 = math.sqrt(float(r.variance(np.array([1.0 / size]), n)[0]))
-        detect = norm.cdf((1.0 / size - ts * se0) / se1) if se1 > 0 else np.ones_like(ts)
-        bound = np.where(detect > 0, 1.0 / (np.maximum(detect, 1e-300) * size), np.inf) + \
-            np.minimum(1.0, size * norm.sf(ts)) * (se0 > 0)
+        if se0 == 0:   # noise off: every non-empty bucket stands out, no empty one does
+            bound, detect = np.full(len(ts), 1.0 / size), np.ones(len(ts))
+        else:
+            p, q, h = r.p, r.q, n / size
+            cut = np.floor(n * (q + ts * se0 * (p - q)))
+            mean, sd = h * p + (n - h) * q, math.sqrt(h * p * (1 - p) + (n - h) * q * (1 - q))
+            detect = norm.sf((cut + 0.5 - mean) / sd)
+            bound = 1.0 / (np.maximum(detect, 1e-300) * size) + np.minimum(1.0, size * binom.sf(cut, n, q))
         i = int(np.argmin(bound))
         if best is None or bound[i] < best.bound:
             best = BucketPlan(size, float(ts[i]), float(min(bound[i], 1.0)), float(detect[i]), se0)
