@@ -688,7 +688,8 @@ class BucketRead:
 
 def read_buckets(f: np.ndarray, var: np.ndarray, se0: np.ndarray, threshold: float, gamma: float,
                  confidence: float) -> BucketRead:
-    """The lowest bucket with f̂ > threshold·se₀ (se₀: a bucket's standard error when it holds nobody); and,
+    """The lowest bucket with f̂ > threshold·se₀ (se₀: a bucket's standard error when it holds nobody) or whose
+    cumulative share C_j stands out the same way against the summed variances of empty buckets; and,
     from the cumulative estimates C_j = Σ_{k≤j} f̂_k with variance V_j = Σ_{k≤j} var_k (exact for OUE, whose
     buckets are independent; conservative for GRR, whose are negatively correlated), the buckets between the
     first whose upper bound C_j + z√V_j reaches γ and the first whose lower bound C_j - z√V_j does (the
@@ -696,9 +697,10 @@ def read_buckets(f: np.ndarray, var: np.ndarray, se0: np.ndarray, threshold: flo
     from statistics import NormalDist
 
     z = NormalDist().inv_cdf((1 + confidence) / 2)
-    hits = np.flatnonzero(f > threshold * se0)
-    k = int(hits[0]) if hits.size else None
     cum, sd = np.cumsum(f), np.sqrt(np.cumsum(var))
+    # a bucket stands out on its own, or with all those below it (a thin tail spread over several buckets)
+    hits = np.flatnonzero((f > threshold * se0) | (cum > threshold * np.sqrt(np.cumsum(se0 ** 2))))
+    k = int(hits[0]) if hits.size else None
     up, down = np.flatnonzero(cum + z * sd >= gamma), np.flatnonzero(cum - z * sd >= gamma)
     first = int(up[0]) if up.size else len(f) - 1
     last = int(down[0]) if down.size else len(f) - 1
@@ -796,9 +798,10 @@ def plan_buckets(make: Callable[[int], Randomizer], n: int, most: int) -> Bucket
     """The (B, t) with the smallest bound (at most ``most`` buckets: powers of two, and ``most`` itself when it
     is an INTEGER domain's size of at most 2^16, one bucket per value). Bound, in domain widths, when every
     bucket from the extreme inward holds at least 1/B of the users: the first such bucket that stands out is on
-    average at most 1/π buckets in (π its detection probability), and a bucket that holds nobody stands out
-    with probability a, which can move the answer by at most the whole domain for each of the B; the answer is
-    a bucket's start: w/π + min(1, B·a). A bucket stands out when its count of reports c exceeds
+    average at most 1/π buckets in (π its detection probability); an empty bucket stands out with probability a
+    on its own, and at most a with the empty ones below it (their summed count is a binomial with the same
+    tail or lighter), and a false alarm k buckets below the extreme moves the answer by at most k·w, so false
+    alarms cost at most Σ_k 2a·k·w ≤ a·B·width; the answer is a bucket's start: w/π + min(1, B·a). A bucket stands out when its count of reports c exceeds
     n(q + t·se₀(p - q)); an empty one's c is Binomial(n, q), so a is that binomial's exact tail (a normal tail
     is 100x too small when nq is below 1); π uses the normal approximation of c."""
     from scipy.stats import binom, norm  # imported here: scipy.stats adds ~1 s to `import ldpql`

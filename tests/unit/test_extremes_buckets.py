@@ -37,6 +37,9 @@ def test_read_buckets_takes_the_lowest_bucket_that_stands_out():
     # cumulative 0.02, 0.055, 0.555 ± 1.96·√(j+1)·0.01: bucket 0's upper bound 0.0396 < γ = 0.05, bucket 1's
     # lower bound 0.027 < γ, bucket 2's 0.52 ≥ γ: the γ point is in bucket 1 or 2
     assert (read.first, read.last) == (1, 2)
+    # a thin tail: no bucket stands out alone (0.02 < 3·0.01), but the first three together do (0.06 > 3·√3·0.01)
+    thin = read_buckets(np.array([0.02, 0.02, 0.02, 0.02, 0.02, 0.9]), se0 ** 2, se0, 3.0, 0.05, 0.95)
+    assert thin.bucket == 2 and thin.share_below == pytest.approx(0.04)
     none = read_buckets(np.zeros(6), se0 ** 2, se0, 3.0, 0.05, 0.95)
     assert none.bucket is None and none.share_below == 0.0
 
