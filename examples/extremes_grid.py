@@ -166,12 +166,13 @@ def plot(rows: list[dict], path: Path) -> None:
         for shape in sorted({r["shape"] for r in rows}):
             sub = [r for r in rows if r["shape"] == shape]
             xs = np.arange(len(sub))
-            ax.plot(xs, [r[key] for r in sub], ".", label=shape)
+            line, = ax.plot(xs, [r[key] for r in sub], ".", label=shape)
             if key == "coverage_95":
-                ax.plot(xs, [r["coverage_90"] for r in sub], "x", alpha=0.5)
+                ax.plot(xs, [r["coverage_90"] for r in sub], "x", alpha=0.5, color=line.get_color())
         ax.set_title(title)
         ax.set_xlabel("cell (shape, kind, n, ε)")
     axes[0].axhline(1.25, color="k", lw=0.5)
+    axes[0].set_yscale("log")
     axes[1].set_yscale("log")
     axes[2].axhline(0.95, color="k", lw=0.5)
     axes[2].axhline(0.90, color="k", lw=0.5, ls=":")
@@ -185,7 +186,14 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--quick", action="store_true", help="n up to 10^5, ε in {0.5, 2, 8}")
     ap.add_argument("--out", default=str(Path(__file__).parent / "min_results"))
+    ap.add_argument("--replot", action="store_true", help="only redraw the PNG from the CSV in --out")
     args = ap.parse_args(argv)
+    if args.replot:
+        with open(Path(args.out) / "extremes_grid.csv") as fh:
+            rows = [{k: (v if k in ("shape", "kind", "chosen") else v == "True" if v in ("True", "False") else float(v))
+                     for k, v in r.items()} for r in csv.DictReader(fh)]
+        plot(rows, Path(args.out) / "extremes_grid.png")
+        return rows
     ns, epsilons = (NS[:3], (0.5, 2.0, 8.0)) if args.quick else (NS, EPSILONS)
     rows, start = [], time.time()
     for n in ns:

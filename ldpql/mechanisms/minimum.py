@@ -25,6 +25,9 @@ rounds share one count; the randomizer (:class:`ThresholdBit`) turns the block i
 RR. Grids nest exactly on the lattice, which lets the exact path carry counts from one grid to the next.
 Naive baseline (spec §2.6): :class:`LaplaceMin`, every user adds discrete Laplace noise of scale width/ε once
 (on a lattice, sampled exactly: no floating-point Laplace) and the server takes the minimum of the noisy values.
+The one-round bucket search (the end of this module; issue 11): every user reports its bucket of the domain once
+through a frequency oracle (OUE or GRR) at the full ε, and the answer is the start of the lowest bucket whose
+estimated share stands out from 0; it beats the bisection almost everywhere because ε is not divided over rounds.
 Citations: spec seed-000-min.md §2.2-2.7 (Algorithm 2, schedules, maximum, baseline, exact simulation),
 §3 (Theorems 2, 4; Lemma 2), §5 A4-A6, A24, A27.
 """
@@ -757,7 +760,8 @@ def _bucket_note(read: BucketRead, buckets: Buckets, threshold: float, gamma: fl
     share = min(max(read.share_below, 0.0), 1.0)
     lo, hi = max(read.share_below - z * read.share_sd, 0.0), min(read.share_below + z * read.share_sd, 1.0)
     return (f"LDP_{what} is the {end} of the {'highest' if negate else 'lowest'} of {buckets.size} buckets whose "
-            f"estimated share of users is more than {threshold:g} standard errors above 0: a point with at most "
+            f"estimated share of users, alone or with those {side} it, is more than {threshold:g} standard errors "
+            f"above 0: a point with at most "
             f"about γ = {gamma:.3g} of the users {side} it (a bucket holding γ stands out with probability "
             f"≥ 95%); estimated share {side} its bucket {share:.3g} ({confidence:.0%}: "
             f"{lo:.3g} to {hi:.3g}); the interval holds the point with γ of the users {side} it "

@@ -457,10 +457,11 @@ def bucket_lines(t: ExtremeTarget, oracle: str, eps: float, n: int) -> list[str]
         (f"buckets     {bp.size:,} buckets of width {b.width:.4g} over the domain; every user reports its bucket "
         f"once through {oracle.upper()} at ε = {eps:g} (one round)"),
         (f"answer      the {'end' if t.negate else 'start'} of the {'highest' if t.negate else 'lowest'} bucket whose "
-        f"estimated share of users is more than t = {bp.threshold:g} standard errors (se₀ = {bp.se0:.3g}) above 0"),
+        f"estimated share of users, alone or with the buckets {side} it, is more than t = {bp.threshold:g} "
+         f"standard errors (se₀ = {bp.se0:.3g}) above 0"),
         (f"estimates   a point with at most about γ = {gamma:.3g} of the users {side} it: a bucket holding γ of "
         f"them stands out with probability ≥ {DETECTION:.0%} (normal approximation); more can be {side} it "
-        f"when they are spread thinly over several buckets"),
+        f"when they are spread thinly over several buckets (a long thin tail)"),
         (f"bound       E|error| ≤ {2 * t.affine[0] * bp.bound:.4g} from the {what} (assumes every bucket next to "
         f"the {what}, {inward} it, holds at least 1/{bp.size} = {1 / bp.size:.3g} of the users, as a spread over the whole "
         f"domain would; such a bucket stands out with probability {bp.detect:.3f})"),
