@@ -401,6 +401,10 @@ def bucket_candidate(t: ExtremeTarget, oracle: str) -> Candidate:
     def protocol(eps: float):
         def factory(n: int):
             bp = _bucket_plan(oracle, eps, n, most)
+            if not math.isinf(eps) and not t.force and bp.bound >= 0.5:   # a GROUP BY group smaller than planned
+                raise PlanError(f"{t.call_sql}: a group of {n:,} users is too small at ε = {eps:g}: "
+                                + _useless_reason(oracle, eps, n, most), hint="use fewer, larger groups, a larger "
+                                "ε, or OPTIONS (force = true) to run it anyway")
             make = (lambda d: Identity(d)) if math.isinf(eps) else (lambda d: BUCKET_ORACLES[oracle](eps, d))
             gamma = bp.gamma(make, max(n, 1), DETECTION)
             b = _buckets(t, bp.size)
