@@ -31,21 +31,18 @@ from ldpql.errors import InternalError, PlanError
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Encoding
+from ldpql.mechanisms.buckets import BucketPlan, Buckets, bucket_search, plan_buckets
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.minimum import (
-    BucketPlan,
-    Buckets,
     Grid,
     GridEncoding,
     Lattice,
     Schedule,
-    bucket_search,
     laplace_error,
     laplace_protocol,
     min_epsilon,
     min_users,
-    plan_buckets,
     schedule,
     search,
 )
