@@ -25,6 +25,7 @@ rounds share one count; the randomizer (:class:`ThresholdBit`) turns the block i
 RR. Grids nest exactly on the lattice, which lets the exact path carry counts from one grid to the next.
 Naive baseline (spec §2.6): :class:`LaplaceMin`, every user adds discrete Laplace noise of scale width/ε once
 (on a lattice, sampled exactly: no floating-point Laplace) and the server takes the minimum of the noisy values.
+The one-round bucket search that beats the bisection almost everywhere is in :mod:`ldpql.mechanisms.buckets`.
 Citations: spec seed-000-min.md §2.2-2.7 (Algorithm 2, schedules, maximum, baseline, exact simulation),
 §3 (Theorems 2, 4; Lemma 2), §5 A4-A6, A24, A27.
 """
@@ -39,9 +40,19 @@ from fractions import Fraction
 
 import numpy as np
 
-from ldpql.mechanisms.base import (Encoding, Estimate, Protocol, Randomizer, Reply, Round, add_virtual, check_epsilon,
-                                   grid_ceil, log_exact,
-                                   register)
+from ldpql.mechanisms.base import (
+    Encoding,
+    Estimate,
+    Protocol,
+    Randomizer,
+    Reply,
+    Round,
+    add_virtual,
+    check_epsilon,
+    grid_ceil,
+    log_exact,
+    register,
+)
 from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.rr import RandomizedResponse, flip_threshold
 
@@ -402,7 +413,9 @@ def search(n: int, plan: Schedule, low: float, high: float, encode: Encoder, neg
     top += lattice.slack
     interval = (np.array([-top]), np.array([high])) if negate else (np.array([low]), np.array([top]))
     which = "maximum ≥ the interval's bottom" if negate else "minimum ≤ the interval's top"
-    note = (f"LDP_{'MAX' if negate else 'MIN'} interval is one-sided: the {which} with the confidence shown "
+    note = (f"LDP_{'MAX' if negate else 'MIN'} by bisection estimates the point with γ = {plan.gamma:.3g} of the "
+            f"users {'above' if negate else 'below'} it, not the extreme itself; its interval is one-sided: the "
+            f"{which} with the confidence shown "
             "(it fails only if noise alone pushed a step past the extreme); the other end is the declared "
             "domain's, since the theory bounds the error only in expectation and under an assumption on the data")
     if plan.degenerate:

@@ -1,18 +1,26 @@
-"""LDP_MIN and LDP_MAX (seed 000): the locally private bisection of Fukuchi et al., and the naive Laplace
-baseline on request.
+"""LDP_MIN and LDP_MAX: the one-round bucket search (issue 11), the locally private bisection of Fukuchi, Yu,
+Haishima, Sakuma, "Locally Differentially Private Minimum Finding" (2019), and the naive Laplace baseline on
+request.
 
     LDP_MIN(column [, alpha => a])      alpha => a: a known lower bound α₀ = a on the tail exponent α
-    LDP_MAX(column [, alpha => a])      ('lower α' schedule); default, or alpha => 'unknown': the
-                                        'unknown α' schedule, which assumes nothing about the data
+    LDP_MAX(column [, alpha => a])      ('lower α' schedule of the bisection); default: 'unknown α'
 
-The column needs a numeric domain (BETWEEN lo AND hi); the search runs over it. The schedule (L, h_N, γ) is a
-function of the public n and ε only. When γ ≥ 1 the search degenerates (too few users for this ε), and the
-statement is refused with the n or ε that would work, unless OPTIONS (force = true). OPTIONS (mechanism =
-'laplace_min') / 'laplace_max' runs the baseline of spec §2.6 instead.
+The column needs a numeric domain (BETWEEN lo AND hi). No locally private mechanism can see a few users at the
+extreme, so every candidate estimates a point with at most about γ of the users beyond it; EXPLAIN says which
+γ. The candidates: ``buckets_oue`` / ``buckets_grr`` (every user reports its bucket of the domain once through
+OUE or GRR; the answer is the start of the lowest bucket whose estimated share stands out from 0; the number of
+buckets B and the threshold t minimise a bound that assumes users at least as dense near the extreme as a spread
+over the whole domain), ``bisect_min`` / ``bisect_max`` (every user answers L threshold bits at ε/L; it finds
+the point with the paper's γ of users beyond it, often a quarter or more of them). The planner takes the
+smallest bound (docs/extremes.md, examples/extremes_grid.py). A statement is refused, with the n or ε that would
+work, when no candidate can say which half of the domain holds the extreme (the bucket search's bound is half
+the domain or more, and the bisection's γ ≥ 1), unless OPTIONS (force = true). OPTIONS (mechanism =
+'laplace_min') / 'laplace_max' runs the naive baseline (spec §2.6).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -23,7 +31,9 @@ from ldpql.errors import InternalError, PlanError
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Encoding
-from ldpql.mechanisms.rr import keep_probability
+from ldpql.mechanisms.buckets import BucketPlan, Buckets, bucket_search, plan_buckets
+from ldpql.mechanisms.grr import GRR
+from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.minimum import (
     Grid,
     GridEncoding,
@@ -36,6 +46,8 @@ from ldpql.mechanisms.minimum import (
     schedule,
     search,
 )
+from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.rr import keep_probability
 from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
 from ldpql.planner.plan import Candidate, Target
 
@@ -56,6 +68,7 @@ class ExtremeTarget(Target):
     rounds_limit: int | None = None
     grouped: bool = False
     call_sql: str = ""
+    confidence: float = 0.95
 
     @property
     def negate(self) -> bool:
@@ -86,7 +99,8 @@ def resolve_extreme(call: ast.Call, table: Table, text: str, select: ast.Select 
     return ExtremeTarget(col.name, laplace, dom.describe(), None, col.name, affine=(half, mid), kind=kind,
                          column_def=col, domain=dom, alpha=_alpha(call, text), force=bool(_option(options, "force")),
                          rounds_limit=min(limits) if limits else None,
-                         grouped=bool(select is not None and select.group_by), call_sql=call.sql())
+                         grouped=bool(select is not None and select.group_by), call_sql=call.sql(),
+                         confidence=float(_option(options, "confidence") or 0.95))
 
 
 def _alpha(call: ast.Call, text: str) -> float | None:
@@ -291,7 +305,8 @@ def _encoder(t: ExtremeTarget):
 # ---- candidates --------------------------------------------------------------------------------------------
 
 def extreme_candidates(t: ExtremeTarget) -> list[Candidate]:
-    """The bisection (chosen) and the Laplace baseline (only when asked for by name)."""
+    """The bisection, the one-round bucket search through each oracle of :data:`BUCKET_ORACLES` (the smallest
+    bound wins), and the Laplace baseline (only when asked for by name)."""
     half, _ = t.affine
     alpha_ref = t.alpha or 1.0
 
@@ -340,7 +355,120 @@ def extreme_candidates(t: ExtremeTarget) -> list[Candidate]:
     lap = Candidate(f"laplace_{t.kind}", "local", 1, laplace_predict, laplace,
                     note="spec §2.6, all users at the extreme", check=laplace_check)
     lap.predicts = "mean_abs"
-    return [bisect, lap]
+    bisect.aliases = ("bisect",)
+    # listed first: at EPSILON INF every prediction is 0 and the first wins, and the noise-off bisection is the
+    # exact extreme (what EVALUATE compares with)
+    return [bisect] + [bucket_candidate(t, o) for o in BUCKET_ORACLES] + [lap]
+
+
+BUCKET_ORACLES = {"oue": OUE, "grr": GRR}   # frequency oracles with an exact-aggregate path (OLH: see docs)
+DETECTION = 0.95   # γ is the share a bucket must hold to stand out with this probability (whatever `confidence`)
+
+
+def _buckets(t: ExtremeTarget, size: int) -> Buckets:
+    return Buckets(t.domain.low, t.domain.high, size, t.domain.integer)
+
+
+def _most_buckets(t: ExtremeTarget) -> int:
+    """At most one bucket per value of an INTEGER domain."""
+    return t.domain.size if t.domain.integer else 1 << 30
+
+
+@functools.lru_cache(maxsize=1024)
+def _bucket_plan(oracle: str, eps: float, n: int, most: int) -> BucketPlan:
+    make = BUCKET_ORACLES[oracle]
+    if math.isinf(eps):
+        return plan_buckets(lambda d: Identity(d), max(n, 1), most)
+    return plan_buckets(lambda d: make(eps, d), max(n, 1), most)
+
+
+def bucket_candidate(t: ExtremeTarget, oracle: str) -> Candidate:
+    """The one-round bucket search through ``oracle``: (B, t) by the smallest bound, refused (unless forced)
+    when that bound is no better than half the domain (it could not tell which half the extreme is in)."""
+    width, most = 2 * t.affine[0], _most_buckets(t)
+
+    def predict(eps: float, n: int) -> float:
+        return width * _bucket_plan(oracle, eps, n, most).bound
+
+    def check(eps: float, n: int) -> str | None:
+        if math.isinf(eps) or t.force or _bucket_plan(oracle, eps, n, most).bound < 0.5:
+            return None
+        return _useless_reason(oracle, eps, n, most) + "; OPTIONS (force = true) runs it anyway"
+
+    def protocol(eps: float):
+        def factory(n: int):
+            bp = _bucket_plan(oracle, eps, n, most)
+            if not math.isinf(eps) and not t.force and bp.bound >= 0.5:   # a GROUP BY group smaller than planned
+                raise PlanError(f"{t.call_sql}: a group of {n:,} users is too small at ε = {eps:g}: "
+                                + _useless_reason(oracle, eps, n, most), hint="use fewer, larger groups, a larger "
+                                "ε, or OPTIONS (force = true) to run it anyway")
+            make = (lambda d: Identity(d)) if math.isinf(eps) else (lambda d: BUCKET_ORACLES[oracle](eps, d))
+            gamma = bp.gamma(make, max(n, 1), DETECTION)
+            b = _buckets(t, bp.size)
+            enc = Encoding(b.sql(t.domain.clamped_sql(t.column_def.name), t.negate), bp.size, t.column)
+            return bucket_search(make(bp.size), b, bp.threshold, gamma, t.confidence, enc, t.negate)
+        return factory
+
+    c = Candidate(f"buckets_{oracle}", "local", 1, predict, protocol, check=check,
+                  note=f"one {oracle.upper()} report of the user's bucket", aliases=("buckets",),
+                  describe=lambda eps, n: bucket_lines(t, oracle, eps, n))
+    c.predicts, c.share_n = "mean_abs_bound", True
+    return c
+
+
+def _useless_reason(oracle: str, eps: float, n: int, most: int) -> str:
+    """Why the bucket search cannot say which half of the domain the extreme is in, and the n or ε that would."""
+    def ok_n(m: int) -> bool:
+        return _bucket_plan(oracle, eps, m, most).bound < 0.5
+
+    def ok_eps(e: float) -> bool:
+        return _bucket_plan(oracle, e, n, most).bound < 0.5
+
+    lo, hi = n, 1 << 40
+    while lo < hi:   # the bound falls with n: the first n that works
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if not ok_n(mid) else (lo, mid)
+    need_n = f"n ≥ {lo:,} at ε = {eps:g}" if ok_n(lo) else f"no n at ε = {eps:g}"
+    e_lo, e_hi = eps, eps
+    while not ok_eps(e_hi) and e_hi < 64:
+        e_lo, e_hi = e_hi, e_hi * 2
+    if ok_eps(e_hi):
+        for _ in range(30):
+            mid = math.sqrt(e_lo * e_hi)
+            e_lo, e_hi = (e_lo, mid) if ok_eps(mid) else (mid, e_hi)
+        need_eps = f"ε ≥ {_round_up(e_hi)} at n = {n:,}"
+    else:
+        need_eps = f"no ε up to 64 at n = {n:,}"
+    return (f"too few users for this ε: its bound on E|error| is half the domain or more, so it could not tell "
+            f"which half holds the extreme; needs {need_n}, or {need_eps}")
+
+
+def bucket_lines(t: ExtremeTarget, oracle: str, eps: float, n: int) -> list[str]:
+    """EXPLAIN of the bucket search: the buckets, the rule, what the answer estimates (γ), the bound and what it
+    assumes, and what the interval means."""
+    bp = _bucket_plan(oracle, eps, n, _most_buckets(t))
+    b = _buckets(t, bp.size)
+    what, side, inward = ("maximum", "above", "below") if t.negate else ("minimum", "below", "above")
+    if math.isinf(eps):
+        return [(f"buckets     noise off: the {'end' if t.negate else 'start'} of the {'highest' if t.negate else 'lowest'}"
+                f" non-empty of {bp.size:,} buckets (width {b.width:.4g})")]
+    make = lambda d: BUCKET_ORACLES[oracle](eps, d)
+    gamma = bp.gamma(make, n, DETECTION)
+    return [
+        (f"buckets     {bp.size:,} buckets of width {b.width:.4g} over the domain; every user reports its bucket "
+        f"once through {oracle.upper()} at ε = {eps:g} (one round)"),
+        (f"answer      the {'end' if t.negate else 'start'} of the {'highest' if t.negate else 'lowest'} bucket whose "
+        f"estimated share of users, alone or with the buckets {side} it, is more than t = {bp.threshold:g} "
+         f"standard errors (se₀ = {bp.se0:.3g}) above 0"),
+        (f"estimates   a point with at most about γ = {gamma:.3g} of the users {side} it: a bucket holding γ of "
+        f"them stands out with probability ≥ {DETECTION:.0%} (normal approximation); more can be {side} it "
+        f"when they are spread thinly over several buckets (a long thin tail)"),
+        (f"bound       E|error| ≤ {2 * t.affine[0] * bp.bound:.4g} from the {what} (assumes every bucket next to "
+        f"the {what}, {inward} it, holds at least 1/{bp.size} = {1 / bp.size:.3g} of the users, as a spread over the whole "
+        f"domain would; such a bucket stands out with probability {bp.detect:.3f})"),
+        (f"interval    the buckets holding the point with γ of the users {side} it, from one-sided bounds at "
+        f"{(1 + t.confidence) / 2:.4g} on the cumulative shares: ≥ {t.confidence:.0%}, more when it is deep "
+        f"inside a bucket")]
 
 
 def degenerate_reason(s: Schedule) -> str:
@@ -375,14 +503,17 @@ def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
     schedule_line = f"schedule    {s.name}: L = {s.depth}, h_N = {s.h:.4g}, γ = {s.gamma:.4g} (at n = {n:,})"
     rounds_line = (f"rounds      every user answers all {s.depth} rounds by binary RR at ε/L = {s.round_epsilon:.4g} "
                    f"(flip probability {p_flip:.4f}): {s.depth} × {s.round_epsilon:.4g} = ε {eps:g} per user")
-    bound_line = (f"bound       E|error| ≤ {half * s.bound(alpha_ref):.4g} (Theorem 4, fixed data) if the data are at "
-                  f"least as dense near their {what} as a spread over the whole domain with tail exponent "
-                  f"α = {alpha_ref:g}; rate (L² h_N/(ε² n))^(1/2α) = {half * s.rate(alpha_ref):.4g} (Theorem 2; "
+    side = "above" if t.negate else "below"
+    estimates_line = (f"estimates   the point with γ = {s.gamma:.3g} of the users {side} it (Φ' ≥ γ keeps the "
+                      f"{'upper' if t.negate else 'lower'} half), not the {what} itself: Fukuchi et al. 2019, App. B.1")
+    bound_line = (f"bound       E|error| ≤ {half * s.bound(alpha_ref):.4g} from the {what} (Theorem 4, fixed data; "
+                  f"assumes at least (r/width)^{alpha_ref:g} of the users within r of the {what} for every r, as "
+                  f"a spread over the whole domain has; thinner tails can exceed it); rate (L² h_N/(ε² n))^(1/2α) = {half * s.rate(alpha_ref):.4g} (Theorem 2; "
                   f"{corollary})")
     interval_line = (f"interval    one-sided: {what} {'≥ bottom' if t.negate else '≤ top'} of the final interval "
                      f"with probability ≥ {s.confidence():.6g} (exact binomial tail of a wrong step, union over L "
                      "rounds; no assumption on the data); the other end is the domain's")
-    lines = [schedule_line, rounds_line, bound_line, interval_line]
+    lines = [schedule_line, rounds_line, estimates_line, bound_line, interval_line]
     if t.grouped:
         users = min_users(eps, t.alpha)
         need = (f"γ < 1 needs n ≥ {users:,} per group at ε = {eps:g}" if users and users > 2 else
@@ -395,10 +526,10 @@ def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
 
 NAMED_ARGS = {"alpha": "a known lower bound α on the tail exponent (spec seed 000 §2.3); default: α unknown"}
 register_aggregate(AggregateSpec("LDP_MIN", "LDP_MIN(column [, alpha => a])",
-                                 "minimum of a bounded numeric column (locally private bisection)", "min",
+                                 "a low extreme of a bounded numeric column: a point with at most about γ of the users below it", "min",
                                  resolve_extreme, extreme_candidates, named_args=NAMED_ARGS,
                                  statement_aware=True))
 register_aggregate(AggregateSpec("LDP_MAX", "LDP_MAX(column [, alpha => a])",
-                                 "maximum of a bounded numeric column (locally private bisection)", "max",
+                                 "a high extreme of a bounded numeric column: a point with at most about γ of the users above it", "max",
                                  resolve_extreme, extreme_candidates, named_args=NAMED_ARGS,
                                  statement_aware=True))

@@ -35,41 +35,42 @@ def people(con, people_parquet):
 
 
 def test_the_issues_statements_run(people):
-    (low,), = people.sql("SELECT LDP_MIN(age) EPSILON 1 FROM people").fetchall()
+    (low,), = people.sql("SELECT LDP_MIN(age) EPSILON 1 FROM people OPTIONS (mechanism = 'bisect')").fetchall()
     assert 0 <= low <= 120
     # against the data (ages uniform on 0..99): the search stops where at most about γ of the users are below
     # (Algorithm 2), so the answer lies between the true minimum and the (γ + 0.1)-quantile
     ages = np.sort(people_table()["age"].to_numpy())
     for eps in (1, 4):
-        (low,), = people.sql(f"SELECT LDP_MIN(age) FROM people EPSILON {eps}").fetchall()
+        (low,), = people.sql(f"SELECT LDP_MIN(age) FROM people EPSILON {eps} OPTIONS (mechanism = 'bisect')").fetchall()
         assert ages[0] <= low <= ages[int((schedule(20_000, eps).gamma + 0.1) * len(ages))], eps
-    res = people.sql("SELECT LDP_MAX(income) FROM people EPSILON 4")
+    res = people.sql("SELECT LDP_MAX(income) FROM people EPSILON 4 OPTIONS (mechanism = 'bisect')")
     (high,), = res.fetchall()
     lo, hi, conf = res.intervals()[0][0]
     assert lo <= high <= hi == 250000 and conf > 0.99 and res.columns == ["ldp_max_income"]
-    res = people.sql("SELECT region, LDP_MIN(age), LDP_MAX(age) FROM people GROUP BY region EPSILON 2")
+    res = people.sql("SELECT region, LDP_MIN(age), LDP_MAX(age) FROM people GROUP BY region EPSILON 2 OPTIONS (mechanism = 'bisect')")
     assert [r[0] for r in res.fetchall()] == ["east", "north", "south"]
     assert all(r[1] is not None and r[2] is not None for r in res.fetchall())
-    assert people.sql("SELECT LDP_MIN(age, alpha => 1) EPSILON 1 FROM people").plan.aggregates[0].chosen.rounds == 8
+    assert people.sql("SELECT LDP_MIN(age, alpha => 1) EPSILON 1 FROM people OPTIONS (mechanism = 'bisect')").plan.aggregates[0].chosen.rounds == 8
     assert people.remaining_budget("people") == pytest.approx(40 - 1 - (1 + 4) - 4 - 2 - 1)
 
 
 def test_explain_shows_schedule_rounds_bound_and_interval(people):
-    text = people.explain("EXPLAIN SELECT LDP_MIN(age) EPSILON 1 FROM people")
+    text = people.explain("EXPLAIN SELECT LDP_MIN(age) EPSILON 1 FROM people OPTIONS (mechanism = 'bisect')")
     s = schedule(20_000, 1.0)
     assert f"bisect_min: local, {s.depth} round(s), ε = 1" in text
     assert f"unknown α (Corollary 2): L = {s.depth}, h_N = {s.h:.4g}, γ = {s.gamma:.4g}" in text
     assert f"ε/L = {s.round_epsilon:.4g}" in text and f"{s.depth} × {s.round_epsilon:.4g} = ε 1 per user" in text
     assert "Theorem 4" in text and "α = 1" in text and "Corollary 2" in text
     assert "one-sided: minimum ≤ top of the final interval" in text
-    assert "laplace_min" in text and "only when asked for" in text
-    lower = people.explain("SELECT LDP_MAX(age, alpha => 2) EPSILON 4 FROM people")
+    assert "laplace_min" in text
+    assert "only when asked for" in people.explain("SELECT LDP_MIN(age) EPSILON 1 FROM people")
+    lower = people.explain("SELECT LDP_MAX(age, alpha => 2) EPSILON 4 FROM people OPTIONS (mechanism = 'bisect')")
     assert "lower α, α ≥ α₀ = 2 (Corollary 1)" in lower and "maximum ≥ bottom" in lower
     assert "E|error| ≤" in lower and "±" not in lower.split("predicted")[1].split("\n")[0]
 
 
 def test_min_and_max_together_split_users_and_each_plans_on_its_own_users(people):
-    res = people.sql("SELECT LDP_MIN(age), LDP_MAX(age) FROM people EPSILON 2")
+    res = people.sql("SELECT LDP_MIN(age), LDP_MAX(age) FROM people EPSILON 2 OPTIONS (mechanism = 'bisect')")
     agg = res.plan.aggregates[0]
     assert res.plan.split == "users" and agg.users == (0.0, 0.5)
     first = next(agg.protocol(20_000))
@@ -87,17 +88,17 @@ def small(con):
 
 def test_degenerate_search_is_refused_with_the_fix_and_spends_nothing(small):
     with pytest.raises(ldpql.PlanError) as err:
-        small.sql("SELECT LDP_MIN(x, alpha => 0.5) EPSILON 2 FROM small")
+        small.sql("SELECT LDP_MIN(x, alpha => 0.5) EPSILON 2 FROM small OPTIONS (mechanism = 'bisect')")
     text = str(err.value)
     assert "γ = 1.24 ≥ 1 at n = 1,000" in text and "needs n ≥ 2,446 at ε = 2" in text
     assert "or ε ≥ 2.51 at n = 1,000" in text and "force = true" in text
     with pytest.raises(ldpql.PlanError):
-        small.explain("SELECT LDP_MIN(x, alpha => 0.5) EPSILON 2 FROM small")
+        small.explain("SELECT LDP_MIN(x, alpha => 0.5) EPSILON 2 FROM small OPTIONS (mechanism = 'bisect')")
     assert small.remaining_budget("small") == 30
 
 
 def test_force_runs_the_degenerate_search_and_says_so(small):
-    stmt = "SELECT LDP_MIN(x, alpha => 0.5) EPSILON 2 FROM small OPTIONS (force = true)"
+    stmt = "SELECT LDP_MIN(x, alpha => 0.5) EPSILON 2 FROM small OPTIONS (force = true, mechanism = 'bisect')"
     assert "WARNING     γ = 1.24 ≥ 1" in small.explain(stmt)
     res = small.sql(stmt)
     assert "γ = 1.24 ≥ 1 (too few users for this ε)" in " ".join(res.notes)
@@ -107,7 +108,7 @@ def test_force_runs_the_degenerate_search_and_says_so(small):
 def test_a_group_too_small_is_refused_at_run_time_and_nothing_is_spent(con):
     data = pa.table({"x": np.linspace(0, 1, 3000), "g": ["big"] * 2800 + ["tiny"] * 200})
     con.register("t", data, private={"x": (0, 1)}, public=["g"], budget=5)
-    stmt = "SELECT g, LDP_MIN(x, alpha => 0.5) EPSILON 3 FROM t GROUP BY g"
+    stmt = "SELECT g, LDP_MIN(x, alpha => 0.5, mechanism => 'bisect') EPSILON 3 FROM t GROUP BY g"
     assert "γ < 1 needs n ≥" in con.explain(stmt)
     with pytest.raises(ldpql.PlanError, match="a group of 200 users is too small"):
         con.sql(stmt)
@@ -126,7 +127,7 @@ def test_laplace_baseline_on_request_only(small):
     assert res.fetchall()[0][0] > 1
     with pytest.raises(ldpql.PlanError, match="cannot answer LDP_MAX"):
         small.sql("SELECT LDP_MAX(x) EPSILON 1 FROM small OPTIONS (mechanism = 'laplace_min')")
-    assert small.sql("SELECT LDP_MIN(x) EPSILON 4 FROM small").plan.aggregates[0].chosen.mechanism == "bisect_min"
+    assert small.sql("SELECT LDP_MIN(x) EPSILON 4 FROM small").plan.aggregates[0].chosen.mechanism.startswith("buckets_")
 
 
 def test_laplace_baseline_per_user_over_several_batches(eval_con, monkeypatch):
@@ -231,7 +232,8 @@ def test_exact_and_per_user_paths_agree_in_distribution_through_sql(eval_con):
 @pytest.mark.parametrize("setting, a, b", [("fixed", 1.0, 1.0), ("iid", 0.5, 2.0), ("iid", 4.0, 1.0)])
 def test_evaluate_coverage_of_the_one_sided_interval(eval_con, setting, a, b):
     eval_con.register("beta_table", _beta_table(2048, a, b, setting=setting, seed=4), private={"x": (-1, 1)})
-    for stmt in ("SELECT LDP_MIN(x) EPSILON 1 FROM beta_table", "SELECT LDP_MAX(x, alpha => 1) EPSILON 1 FROM beta_table"):
+    for stmt in ("SELECT LDP_MIN(x) EPSILON 1 FROM beta_table OPTIONS (mechanism = 'bisect')",
+                 "SELECT LDP_MAX(x, alpha => 1) EPSILON 1 FROM beta_table OPTIONS (mechanism = 'bisect')"):
         res = eval_con.sql(f"EVALUATE {stmt} REPEAT 80")
         (*_, bias, _, coverage), = res.fetchall()
         assert coverage == 1.0
@@ -277,7 +279,7 @@ def test_users_and_rounds_as_the_executor_counts_them(people, monkeypatch):
         return original(self, plan, pending)
 
     monkeypatch.setattr(executor.Executor, "_check_spend", spy)
-    people.sql("SELECT LDP_MIN(age) EPSILON 1 FROM people")
+    people.sql("SELECT LDP_MIN(age) EPSILON 1 FROM people OPTIONS (mechanism = 'bisect')")
     s = schedule(20_000, 1.0)
     assert len(seen) == s.depth and all(u == (0.0, 1.0) for u, _ in seen)
     assert sum(e for _, e in seen) == pytest.approx(1.0)
