@@ -123,16 +123,14 @@ def _plan(sql: str, n: int = 10_000, groups=GROUPS):
     return plan(parse_one(sql), _table(), facts, {}, sql)
 
 
-@pytest.mark.xfail(strict=True, reason="audit1: a count's or sum's error grows with the group, so the LARGEST group "
-                   "binds; EXPLAIN still says '(the smallest has 1,000 users)' and shows the largest group's ±a "
-                   "'at ε = ... in the smallest group' (docs/accuracy.md says the smallest group binds)")
-def test_the_accuracy_line_shows_the_smallest_groups_prediction_when_it_says_so():
+def test_the_accuracy_line_names_the_group_that_binds():
+    """audit1 M1: a count's error grows with its group, so the largest group binds (EXPLAIN said 'the smallest')."""
     p = _plan("SELECT region, LDP_COUNT(income > 1000) FROM people GROUP BY region ACCURACY ±100")
     a = p.aggregates[0]
-    line = next(line for line in str(p).splitlines() if "in the smallest group" in line and "predicted" in line)
+    line = next(line for line in str(p).splitlines() if "in the group where it is largest" in line and "predicted" in line)
     shown = float(re.search(r"predicted ±([0-9.e+-]+)", line).group(1))
-    smallest = p.z * a.chosen.expected_se(a.epsilon, 1_000)
-    assert shown == pytest.approx(smallest, rel=1e-3)      # today: the 5,000-user group's, √5 times larger
+    largest = max(p.z * a.chosen.expected_se(a.epsilon, n) for _, n in p.groups)
+    assert shown == pytest.approx(largest, rel=1e-3) and "smallest group" not in str(p)
 
 
 # ---- 3. users split: sampling error and predicted vs realised ---------------------------------------------------
@@ -182,8 +180,6 @@ def test_accuracy_picks_no_more_epsilon_than_a_plan_with_shares_that_meets_every
 
 # ---- 4. bad input ----------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="audit1: OPTIONS (epsilon = 1) beside ACCURACY is silently ignored (the "
-                   "statement runs and is charged 1.926); EPSILON beside ACCURACY is refused with a caret")
 def test_an_epsilon_option_beside_accuracy_is_refused_and_spends_nothing(tmp_path):
     con, _ = _connect(tmp_path, budget=4.0)
     before = _state(con)
@@ -192,8 +188,6 @@ def test_an_epsilon_option_beside_accuracy_is_refused_and_spends_nothing(tmp_pat
     assert _state(con) == before
 
 
-@pytest.mark.xfail(strict=True, reason="audit1: a named argument given twice (accuracy => 100, accuracy => 200) is "
-                   "accepted and the first silently wins (so are epsilon => and mechanism => twice)")
 def test_an_accuracy_argument_given_twice_is_refused(tmp_path):
     con, _ = _connect(tmp_path, budget=4.0)
     before = _state(con)
@@ -299,9 +293,6 @@ def test_an_analyst_plans_by_accuracy_and_is_charged_exactly_what_explain_shows(
     analyst.close()
 
 
-@pytest.mark.xfail(strict=True, reason="audit1: with fewer users than aggregates (here 1 user, 2 aggregates) the split "
-                   "rule still splits users, EXPLAIN says '1 asked' for both and ACCURACY claims both within ±a, but "
-                   "one half is empty: that aggregate is NULL ('no users') while the whole ε is charged")
 def test_a_users_split_never_leaves_an_aggregate_without_users(tmp_path):
     path = tmp_path / "one.parquet"
     pq.write_table(pa.table({"person_id": np.arange(3), "grp": ["one", "two", "two"], "age": [70, 20, 30],
