@@ -53,7 +53,10 @@ def predicted_error(a: AggregatePlan, p: Plan) -> float:
     c = a.chosen
     if c is None or c.predicted_se != c.predicted_se:
         return math.inf
-    se = max((c.expected_se(a.epsilon, n, a.users[1] - a.users[0]) for _, n in p.groups), default=c.predicted_se)
+    sizes = {min(n for _, n in p.groups), max(n for _, n in p.groups)} if p.groups else set()
+    # every family's error is monotone in the group's size (a mean's falls, a count's grows), so the largest
+    # over the groups is at the smallest or the largest one: two predictions, not one per group
+    se = max((c.expected_se(a.epsilon, n, a.users[1] - a.users[0]) for n in sizes), default=c.predicted_se)
     se /= math.sqrt(bins(a) or 1)
     return p.z * se if c.predicts == "stderr" else se
 

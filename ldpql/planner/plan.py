@@ -220,15 +220,15 @@ def _predicted_lines(a: AggregatePlan, p: Plan, pad: str) -> list[str]:
     note = f"  ({c.note})" if c.note else ""
     if not p.groups:
         return [f"{pad}├─ predicted   {_se(c, p.z, p.confidence)} {a.target.unit} at n = {p.n:,}{asked}{note}"]
-    per = [(key, n, c.expected_se(a.epsilon, n, share)) for key, n in p.groups]
     out = [f"{pad}├─ predicted   {a.target.unit} per group, each on its own users{note}"]
-    for key, n, se in per[:GROUP_LINES]:
+    for key, n in p.groups[:GROUP_LINES]:
         label = ", ".join(f"{g} = {v}" for g, v in zip(p.group_by, key))
-        out.append(f"{pad}│    {label}: {_se(c, p.z, p.confidence, se)} at n = {n:,}")
-    if len(per) > GROUP_LINES:
-        rest = [se for _, _, se in per[GROUP_LINES:]]
-        out.append(f"{pad}│    … {len(rest)} more groups: from {_se(c, p.z, p.confidence, min(rest))} "
-                   f"to {_se(c, p.z, p.confidence, max(rest))}")
+        out.append(f"{pad}│    {label}: {_se(c, p.z, p.confidence, c.expected_se(a.epsilon, n, share))} at n = {n:,}")
+    rest = [n for _, n in p.groups[GROUP_LINES:]]
+    if rest:   # errors are monotone in a group's size: the range is at the smallest and the largest group
+        ends = sorted(c.expected_se(a.epsilon, n, share) for n in {min(rest), max(rest)})
+        out.append(f"{pad}│    … {len(rest)} more groups: from {_se(c, p.z, p.confidence, ends[0])} "
+                   f"to {_se(c, p.z, p.confidence, ends[-1])}")
     return out
 
 
