@@ -139,3 +139,20 @@ def test_chosen_mechanism_has_the_smallest_true_worst_case_under_users_split():
     worst = {name: true_worst(make(eps)) for name, make in (("duchi", Duchi), ("hybrid", Hybrid))}
     # measured: duchi 4.68e-3, hybrid 4.96e-3 (per user on [-1, 1], over 1000 asked); the planner says hybrid
     assert worst[chosen] <= min(worst.values()), (chosen, worst)
+
+
+# ---- finding 3: at small n and large ε the normal interval of PM / HM under-covers ------------------------
+
+@pytest.mark.xfail(strict=True, reason="audit2 finding 3: with n = 30 at ε = 8 a PM report is far from x with "
+                   "probability 1/(e^{ε/2}+1) ≈ 1.8%, so the mean is a Poisson-small mixture, not normal: the "
+                   "estimate ± z·se interval covers 0.919 at 95% and 0.874 at 90% (hybrid, the chosen mechanism)")
+@pytest.mark.parametrize("mechanism, confidence, least", [(None, 0.95, 0.93), (None, 0.90, 0.88),
+                                                          ("piecewise", 0.90, 0.88)])
+def test_mean_interval_covers_at_n30_epsilon8_on_data_at_both_bounds(mechanism, confidence, least):
+    import ldpql
+    con = ldpql.connect(evaluation=True, seed=17)
+    _people(con, np.r_[np.zeros(15), np.ones(15)])
+    opts = f"confidence = {confidence}" + (f", mechanism = '{mechanism}'" if mechanism else "")
+    (row,) = con.sql(f"EVALUATE SELECT LDP_MEAN(x) FROM t EPSILON 8 OPTIONS ({opts}) REPEAT 1000").fetchall()
+    # measured: 0.919 (95%), 0.874 (90%), PM 0.860 (90%); 1000 runs: binomial sd 0.7-0.95 points
+    assert row[7] >= least, row
