@@ -99,12 +99,13 @@ def _people(con, values):
     con.register("t", pa.table({"x": np.asarray(values, dtype=float)}), private={"x": (0, 1)}, budget=1e12)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="audit2 finding 2: under split = 'users' the planner adds the sampling "
                    "term at its largest (spread 1, data at ±1) to Duchi's noise at its largest (data at 0); no data "
-                   "set has both, so Duchi's 'worst case over the domain' is overstated (26% at ε = 4, 6 aggregates)")
+                   "set has both, so Duchi's 'worst case over the domain' is overstated (37% at ε = 4, 6 aggregates)")
 def test_duchi_worst_case_under_users_split_is_reached_by_some_data_set():
     import ldpql
-    n, k, eps, reps = 6000, 6, 4, 300
+    n, k, eps, reps = 1200, 6, 4, 200
     worst_rmse = 0.0
     for values in (np.full(n, 0.5), np.r_[np.zeros(n // 2), np.ones(n // 2)]):   # Duchi's two extremes
         con = ldpql.connect(evaluation=True, seed=21)
@@ -114,7 +115,7 @@ def test_duchi_worst_case_under_users_split_is_reached_by_some_data_set():
         rows = con.sql(f"EVALUATE {q} REPEAT {reps}").fetchall()
         worst_rmse = max(worst_rmse, float(np.sqrt(np.mean([r[6] ** 2 for r in rows]))))   # pooled over k
     predicted_sd = _predicted(plan, "chosen") / 1.959964
-    # measured: predicted sd 0.0218, worst realised RMSE 0.0164 (pooled over 6 × 300 runs: ±3% noise)
+    # measured: predicted sd 0.0489, worst realised RMSE 0.0358 (pooled over 6 × 200 runs: ±2%)
     assert predicted_sd <= 1.10 * worst_rmse, (predicted_sd, worst_rmse)
 
 
@@ -143,6 +144,7 @@ def test_chosen_mechanism_has_the_smallest_true_worst_case_under_users_split():
 
 # ---- finding 3: at small n and large ε the normal interval of PM / HM under-covers ------------------------
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="audit2 finding 3: with n = 30 at ε = 8 a PM report is far from x with "
                    "probability 1/(e^{ε/2}+1) ≈ 1.8%, so the mean is a Poisson-small mixture, not normal: the "
                    "estimate ± z·se interval covers 0.919 at 95% and 0.874 at 90% (hybrid, the chosen mechanism)")
