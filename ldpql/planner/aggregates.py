@@ -80,25 +80,28 @@ def _missing_domain(col, ref, text: str, wanted: str):
 
 
 def candidate(name: str, make: Callable[[float], Randomizer], target: Target, reference: np.ndarray,
-              scale=lambda n: 1.0, shift=lambda n: 0.0, note: str = "",
-              variance: Callable[[Randomizer, int], float] | None = None) -> Candidate:
-    """A one-round local candidate: its predicted error is scale(n)·sqrt(Σ Var) at the reference truth, or
-    scale(n)·sqrt(variance(randomizer, n)) when ``variance`` is given; its sampling variance under a users split
-    is scale(N)² times the reference's spread (Σ 1 - x² for a value in [-1, 1], Σ f(1 - f) for frequencies: the
-    worst case when the reference is x = 0 or uniform)."""
+              scale=lambda n: 1.0, shift=lambda n: 0.0, note: str = "", worst_case: bool = False) -> Candidate:
+    """A one-round local candidate: its predicted error is scale(n)·sqrt(Σ Var) at the reference truth, or with
+    ``worst_case`` (a value in [-1, 1]) the largest over every data set (:func:`worst_case_variance`); its
+    sampling variance under a users split is scale(N)² times the reference's spread (Σ 1 - x² for a value in
+    [-1, 1], Σ f(1 - f) for frequencies: the worst case when the reference is x = 0 or uniform), or with
+    ``worst_case`` the largest of noise and sampling together over every data set."""
     spread = float(np.sum(1 - reference ** 2 if target.encoding.size is None else reference * (1 - reference)))
 
     def predict(eps: float, n: int) -> float:
         r, n = make(eps), max(n, 1)
-        var = variance(r, n) if variance is not None else float(np.sum(r.variance(reference, n)))
+        var = worst_case_variance(r, n) if worst_case else float(np.sum(r.variance(reference, n)))
         return abs(scale(n)) * math.sqrt(var)
+
+    def split_se(eps: float, population: int, n: int) -> float:
+        return abs(scale(population)) * math.sqrt(worst_case_variance(make(eps), n, 1 - n / population))
 
     def protocol(eps: float):
         r = Identity.like(make(1.0)) if math.isinf(eps) else make(eps)
         return lambda n: one_round(r, target.encoding, scale(n), shift(n), population=n)
 
     return Candidate(name, "local", 1, predict, protocol, note, sampling=lambda pop: scale(pop) ** 2 * spread,
-                     scale=scale)
+                     scale=scale, split_se=split_se if worst_case else None)
 
 
 # ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------
@@ -120,17 +123,19 @@ def resolve_mean(call: ast.Call, table: Table, text: str) -> Target:
 WORST_CASE = "worst case over the domain"
 
 
-def worst_case_variance(r: Randomizer, n: int) -> float:
+def worst_case_variance(r: Randomizer, n: int, unsampled: float = 0.0) -> float:
     """The largest variance of the mean of n users over every data set in [-1, 1]: each mechanism's per-user
-    variance is a + b·x², so the largest is at x = 0 or |x| = 1 (Duchi's at 0, PM's at ±1, Hybrid's anywhere)."""
-    return max(float(r.variance(np.array([x]), n, second_moment=x * x)[0]) for x in (0.0, 1.0))
+    variance is a + b·E[x²], so the largest is at E[x²] = 0 or 1 (Duchi's at 0, PM's at 1, Hybrid's anywhere).
+    Under a users split (``unsampled`` = 1 - n/N of the users not asked) the sampling variance (E[x²] - μ²)·
+    unsampled/n joins it, largest at μ = 0: the maximum of the sum is again at E[x²] = 0 or 1, taken jointly."""
+    return max(float(r.variance(np.zeros(1), n, second_moment=m2)[0]) + unsampled * m2 / n for m2 in (0.0, 1.0))
 
 
 def _numeric_candidates(target: Target, scale, shift) -> list[Candidate]:
     """Duchi et al., the Piecewise Mechanism and the Hybrid Mechanism, compared by their worst cases (a choice
     that cannot depend on the data; which is best for a given data set depends on its E[x²]). At ε ≤ 0.61 the
     Hybrid Mechanism is Duchi's, listed first, so Duchi wins the tie."""
-    return [candidate(name, make, target, np.zeros(1), scale, shift, WORST_CASE, worst_case_variance)
+    return [candidate(name, make, target, np.zeros(1), scale, shift, WORST_CASE, worst_case=True)
             for name, make in (("duchi", Duchi), ("piecewise", Piecewise), ("hybrid", Hybrid))]
 
 

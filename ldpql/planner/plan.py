@@ -51,6 +51,10 @@ class Candidate:
     # scale(N) -> the factor a protocol told N users applies to its estimate (LDP_COUNT, LDP_SUM: N): under a
     # users split, predict() at the users asked scales by their number, but the answer stands for all N
     scale: Callable[[int], float] | None = None
+    # split_se(eps, N, n) -> the whole prediction under a users split (n of N users asked), for a family whose
+    # worst cases of noise and of sampling are at different data sets (a mean's: Duchi's noise is largest at
+    # x = 0, where the users do not spread at all), so adding the two worst cases would overstate it
+    split_se: Callable[[float, int, int], float] | None = None
 
     def expected_se(self, eps: float, population: int, share: float = 1.0) -> float:
         """The predicted standard error for a group of ``population`` users of whom a random ``share`` answer:
@@ -60,6 +64,8 @@ class Candidate:
         se = 0.0 if math.isinf(eps) else self.predict(eps, n)
         if n >= population:
             return se
+        if self.split_se is not None and not math.isinf(eps):
+            return self.split_se(eps, population, n)
         if self.scale is not None:
             se *= abs(self.scale(population) / self.scale(n))
         if self.sampling is None:

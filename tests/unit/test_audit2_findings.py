@@ -100,9 +100,6 @@ def _people(con, values):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="audit2 finding 2: under split = 'users' the planner adds the sampling "
-                   "term at its largest (spread 1, data at ±1) to Duchi's noise at its largest (data at 0); no data "
-                   "set has both, so Duchi's 'worst case over the domain' is overstated (37% at ε = 4, 6 aggregates)")
 def test_duchi_worst_case_under_users_split_is_reached_by_some_data_set():
     import ldpql
     n, k, eps, reps = 1200, 6, 4, 200
@@ -119,9 +116,6 @@ def test_duchi_worst_case_under_users_split_is_reached_by_some_data_set():
     assert predicted_sd <= 1.10 * worst_rmse, (predicted_sd, worst_rmse)
 
 
-@pytest.mark.xfail(strict=True, reason="audit2 finding 2: at ε = 1 with three aggregates on a users split the "
-                   "planner picks hybrid, but Duchi's true worst case (data at the middle: no sampling error) is "
-                   "smaller than hybrid's (data at both bounds)")
 def test_chosen_mechanism_has_the_smallest_true_worst_case_under_users_split():
     import ldpql
     from ldpql.mechanisms.duchi import Duchi
