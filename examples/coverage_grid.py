@@ -300,12 +300,15 @@ def _coverage_rows(cell: Cell, con, data) -> tuple[list[dict], dict, object, obj
                              int(e["covered"].sum()), REPS, math.nan, 0.0))
             errors[out] = rmse
             if "rank_errors" in e:
-                half = z * pred[out][1]
+                errors[out] = float(np.sqrt(np.mean(e["rank_errors"] ** 2)))   # the error quantiles are planned by
+            if "rank_errors" in e and pred[out][2] != "stderr":
+                print(f"  {cell.id}: {out} predicts {pred[out][2]!r}, not a standard error: no rank-error coverage")
+            elif "rank_errors" in e:
+                half = z * pred[out][1]   # what EXPLAIN shows: ±z·σ at the statement's confidence
                 re_ = e["rank_errors"]
                 rows.append(_row(cell, pred, out, None, None, "rank error", 0.0, float(np.mean(re_)),
                                  float(np.sqrt(np.mean(re_ ** 2))), int(np.sum(re_ <= half + 1e-12)), REPS, half,
                                  0.0))
-                errors[out] = float(np.sqrt(np.mean(re_ ** 2)))
     else:
         evaluated, plan = _evaluate(con, cell)
         pred, rows, errors = _predictions(plan), [], {}
@@ -327,6 +330,14 @@ def _forced_error(con, data, cell: Cell, mechanism: str) -> float:
     return float(rows[0]["rmse"])
 
 
+def regret_of(chosen: float, best: float, n: int, rank: bool) -> float:
+    """chosen / best error. A rank error below one user's share (1/n) is no error: both are floored there, so an
+    exact answer is not "infinitely" better than one a user away."""
+    floor = 1.0 / n if rank else 0.0
+    top, bottom = max(chosen, floor), max(best, floor)
+    return top / bottom if bottom > 0 else (1.0 if top == 0 else math.inf)
+
+
 def _regret_row(cell: Cell, con, data, plan, errors: dict) -> dict:
     """Force every candidate the plan lists (other than the chosen one) and compare errors."""
     t0 = time.time()
@@ -342,7 +353,7 @@ def _regret_row(cell: Cell, con, data, plan, errors: dict) -> dict:
             skipped[cand.mechanism] = _error_text(e)
     finite = {k: v for k, v in measured.items() if not math.isnan(v)}
     best = min(finite, key=finite.get)
-    regret = measured[chosen] / finite[best] if finite[best] > 0 else (1.0 if measured[chosen] == 0 else math.inf)
+    regret = regret_of(measured[chosen], finite[best], cell.n, cell.statement.quantile)
     return {"cell": cell.id, "family": cell.statement.family, "statement": cell.statement.items.format(f=""),
             "shape": SHAPES[cell.statement.columns], "n": cell.n, "epsilon": cell.epsilon,
             "confidence": cell.confidence, "output": a.output, "reps": REPS,
@@ -440,29 +451,9 @@ def plots(out: Path) -> None:
     import matplotlib.pyplot as plt
 
     cov = [r for r in _read(out / "coverage.csv") if r["status"] == "ok"]
-    families = sorted({r["family"] + ("/rank" if r["what"] == "rank error" else "") for r in cov})
-    colors = {f: plt.cm.tab10(i % 10) for i, f in enumerate(families)}
     fig, axes = plt.subplots(len(CONFIDENCES), 1, figsize=(14, 4.5 * len(CONFIDENCES)), squeeze=False)
     for ax, conf in zip(axes[:, 0], CONFIDENCES):
-        rows = sorted((r for r in cov if float(r["confidence"]) == conf),
-                      key=lambda r: (r["family"], r["what"], r["cell"]))
-        for i, r in enumerate(rows):
-            fam = r["family"] + ("/rank" if r["what"] == "rank error" else "")
-            c, lo, hi = _f(r["coverage"]), _f(r["cov_low"]), _f(r["cov_high"])
-            ax.errorbar(i, c, yerr=[[c - lo], [hi - c]], fmt="o", ms=2.5, lw=0.5, color=colors[fam],
-                        label=fam)
-        ax.axhline(conf, color="k", lw=1)
-        ax.axhspan(conf - TOLERANCE, conf + TOLERANCE, color="green", alpha=0.15)
-        ax.set_ylim(max(0.0, conf - 0.25), 1.005)
-        ax.set_title(f"coverage at nominal {conf:.0%} (band ±{TOLERANCE * 100:.0f} points; bars: exact 95% range; "
-                     f"points below {conf - 0.25:.2f} drawn at the edge)")
-        ax.set_xlabel("output row (sorted by family, cell)")
-        handles, labels = ax.get_legend_handles_labels()
-        uniq = dict(zip(labels, handles))
-        ax.legend(uniq.values(), uniq.keys(), fontsize=7, ncol=6, loc="lower left")
-        for i, r in enumerate(rows):   # clip the out-of-range points onto the axis, so they stay visible
-            if _f(r["coverage"]) < conf - 0.25:
-                ax.plot(i, conf - 0.245, "v", color="red", ms=4)
+        _coverage_panel(ax, [r for r in cov if float(r["confidence"]) == conf], conf)
     fig.tight_layout()
     fig.savefig(out / "coverage.png", dpi=110)
     plt.close(fig)
@@ -488,25 +479,56 @@ def plots(out: Path) -> None:
     plt.close(fig)
 
 
+def _coverage_panel(ax, rows: list[dict], conf: float) -> None:
+    """One point per cell output (and group): its coverage (mean over a histogram's bins) with the exact 95% range,
+    or the min..max over the bins; families in sections; points below the axis drawn as red marks at its edge."""
+    keyed: dict[tuple, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (r["family"], r["what"], r["statement"], int(r["n"]), float(r["epsilon"]))):
+        keyed.setdefault((r["family"], r["what"], r["cell"], r["output"], r["group"]), []).append(r)
+    floor = max(0.0, conf - 0.25)
+    fam_prev = None
+    for i, (key, rs) in enumerate(keyed.items()):
+        fam = key[0] + (" (rank error)" if key[1] == "rank error" else "")
+        if fam != fam_prev:
+            ax.axvline(i - 0.5, color="grey", lw=0.5)
+            ax.text(i, 1.003, fam, fontsize=7, va="bottom", rotation=20)
+            fam_prev = fam
+        c = np.array([_f(r["coverage"]) for r in rs])
+        lo, hi = (_f(rs[0]["cov_low"]), _f(rs[0]["cov_high"])) if len(rs) == 1 else (c.min(), c.max())
+        color = "C3" if abs(c.mean() - conf) > TOLERANCE else "C0"
+        ax.vlines(i, max(lo, floor), hi, color=color, lw=0.8)
+        ax.plot(i, max(c.mean(), floor), "v" if c.mean() < floor else "o", color=color, ms=3)
+    ax.axhline(conf, color="k", lw=1)
+    ax.axhspan(conf - TOLERANCE, conf + TOLERANCE, color="green", alpha=0.15)
+    ax.set_ylim(floor - 0.01, 1.04)
+    ax.set_xlim(-1, len(keyed))
+    ax.set_title(f"coverage at nominal {conf:.0%}, one point per cell output (band ±{TOLERANCE * 100:.0f} points; "
+                 f"bars: exact 95% range, or min..max over a histogram's bins; red: outside the band; "
+                 f"triangles: below {floor:.2f})", fontsize=9)
+    ax.set_xlabel("cell output, by family, statement, n, ε")
+
+
 def summary(out: Path, worst: int = 12) -> str:
-    """A compact markdown summary: cells out of tolerance per family, the worst rows, regret over the limit."""
+    """A compact markdown summary: rows out of tolerance per family (below the band: intervals too narrow; above:
+    too wide, or an answer with no noise left, e.g. a count at ε = 16), the worst rows, regret over the limit."""
     cov = _read(out / "coverage.csv")
     ok = [r for r in cov if r["status"] == "ok"]
     refused = sorted({r["cell"] for r in cov if r["status"] != "ok"})
     head = (f"coverage: {len(ok)} output rows in {len({r['cell'] for r in ok})} cells "
             f"({len(refused)} cells refused by the planner); tolerance ±{TOLERANCE * 100:.0f} points")
     lines = [head, "",
-             "| family | what | conf | rows | outside ±2pt | significant | min coverage | mean coverage |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| family | what | conf | rows | below band | above band | significant | min coverage | mean coverage |",
+             "|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["family"], r["what"], r["confidence"]) for r in ok})
     for fam, what, conf in keys:
         rs = [r for r in ok if (r["family"], r["what"], r["confidence"]) == (fam, what, conf)]
         c = np.array([_f(r["coverage"]) for r in rs])
         lines.append(f"| {fam} | {what} | {float(conf):g} | {len(rs)} | "
-                     f"{sum(r['within_2pt'] == 'False' for r in rs)} | {sum(r['significant_miss'] == 'True' for r in rs)} | "
-                     f"{c.min():.3f} | {c.mean():.3f} |")
-    bad = sorted(ok, key=lambda r: -abs(_f(r["coverage"]) - _f(r["nominal"])))[:worst]
-    lines += ["", f"worst {len(bad)} coverage rows:", "",
+                     f"{int(np.sum(c < float(conf) - TOLERANCE - 1e-12))} | "
+                     f"{int(np.sum(c > float(conf) + TOLERANCE + 1e-12))} | "
+                     f"{sum(r['significant_miss'] == 'True' for r in rs)} | {c.min():.3f} | {c.mean():.3f} |")
+    bad = sorted(ok, key=lambda r: _f(r["coverage"]) - _f(r["nominal"]))[:worst]
+    lines += ["", f"worst {len(bad)} coverage rows (lowest coverage minus nominal):", "",
               "| cell | output | label/group | what | coverage | exact 95% range | mechanism |", "|---|---|---|---|---|---|---|"]
     for r in bad:
         lab = "/".join(x for x in (r["group"], r["label"]) if x)
@@ -529,6 +551,35 @@ def summary(out: Path, worst: int = 12) -> str:
     return "\n".join(lines)
 
 
+def compare(before: Path, after: Path) -> str:
+    """Before/after tables for a closing note: per family the rows below the band and the coverage, on the cells
+    both runs have; per regret family the cells over the limit and the largest regret."""
+    def load(d):
+        return ({(r["cell"], r["output"], r["group"], r["label"], r["what"]): r for r in _read(d / "coverage.csv")
+                 if r["status"] == "ok"}, {r["cell"]: r for r in _read(d / "regret.csv")})
+    (cb, rb), (ca, ra) = load(before), load(after)
+    common = sorted(set(cb) & set(ca))
+    lines = [f"coverage on the {len(common)} output rows both runs have (before -> after)", "",
+             "| family | what | conf | rows | below band | min coverage | mean coverage |", "|---|---|---|---|---|---|---|"]
+    for fam, what, conf in sorted({(cb[k]["family"], k[4], cb[k]["confidence"]) for k in common}):
+        keys = [k for k in common if (cb[k]["family"], k[4], cb[k]["confidence"]) == (fam, what, conf)]
+        b = np.array([_f(cb[k]["coverage"]) for k in keys])
+        a = np.array([_f(ca[k]["coverage"]) for k in keys])
+        low = float(conf) - TOLERANCE - 1e-12
+        lines.append(f"| {fam} | {what} | {float(conf):g} | {len(keys)} | {int(np.sum(b < low))} -> "
+                     f"{int(np.sum(a < low))} | {b.min():.3f} -> {a.min():.3f} | {b.mean():.3f} -> {a.mean():.3f} |")
+    cells = sorted(set(rb) & set(ra))
+    lines += ["", f"regret on the {len(cells)} cells both runs have (before -> after)", "",
+              f"| family | cells | over {REGRET_LIMIT} | max regret |", "|---|---|---|---|"]
+    for fam in sorted({rb[c]["family"] for c in cells}):
+        cs = [c for c in cells if rb[c]["family"] == fam]
+        b = np.array([_f(rb[c]["regret"]) for c in cs])
+        a = np.array([_f(ra[c]["regret"]) for c in cs])
+        lines.append(f"| {fam} | {len(cs)} | {int(np.sum(b > REGRET_LIMIT))} -> {int(np.sum(a > REGRET_LIMIT))} | "
+                     f"{b.max():.2f} -> {a.max():.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=None, help="repetitions per cell (default 300; 20 with --quick)")
@@ -539,7 +590,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "coverage_results"))
     ap.add_argument("--list", action="store_true", help="list the cells and exit")
+    ap.add_argument("--summary", action="store_true", help="print the summary of the results in --out and exit")
+    ap.add_argument("--compare", metavar="BEFORE", default=None,
+                    help="print before/after tables of the results in BEFORE and --out, and exit")
     args = ap.parse_args(argv)
+    if args.summary or args.compare:
+        print(compare(Path(args.compare), Path(args.out)) if args.compare else summary(Path(args.out)))
+        return
     reps = args.reps or (20 if args.quick else 300)
     cells = grid("quick" if args.quick else args.grid)
     if args.only:
