@@ -14,6 +14,11 @@ read from the data) are registered on ``ldpql.connect(evaluation=True)``, and ea
   (``|rank error| <= z * predicted σ``, the "±r (95%, calibrated)" of EXPLAIN); truth from the same statement
   at EPSILON INF.
 
+In coverage.csv a "rank error" row holds the mean rank error in ``mean_estimate``, the root mean square one in
+``rmse`` and the predicted half-width z·σ in ``predicted``; an "interval" row the plan's predicted value
+(``predicts`` says what it is: a standard error, or an E|error| bound for the extremes). LDP_MODE is left out:
+its answer is a category with no interval.
+
 Regret cells (means, quantiles, extremes; at confidence 0.95) also run every candidate the plan lists, forced
 with ``mechanism => 'name'`` on the same data, reps and seed; regret = the chosen plan's error / the best
 forced candidate's error (RMSE in values; for quantiles the root mean square rank error). Candidates are read
@@ -614,6 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     work = [(c, reps) for c in todo]
     if args.jobs > 1:
         import multiprocessing
+        work.sort(key=lambda w: not w[0].statement.slow)   # the slow cells first, so no worker waits on one at the end
         pool = multiprocessing.get_context("spawn").Pool(args.jobs)
         results = pool.imap_unordered(run_cell, work)
     else:
