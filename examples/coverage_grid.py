@@ -513,6 +513,22 @@ def _coverage_panel(ax, rows: list[dict], conf: float) -> None:
     ax.set_xlabel("cell output, by family, statement, n, ε")
 
 
+def _prediction_lines(ok: list[dict]) -> list[str]:
+    """How EXPLAIN's predicted standard error compares with the measured RMSE, for scalar answers whose plan
+    predicts a standard error (a histogram's prediction is an ℓ2 over its bins; the extremes' an E|error| bound)."""
+    rows = [r for r in ok if r["what"] == "interval" and r["predicts"] == "stderr" and not r["label"]
+            and _f(r["predicted"]) > 0 and r["family"] not in ("quantile",)]
+    if not rows:
+        return []
+    lines = ["", "measured RMSE / EXPLAIN's predicted standard error (scalar answers; 1 = the prediction is right):", "",
+             "| family | rows | median | min | max | rows with ratio > 1.5 |", "|---|---|---|---|---|---|"]
+    for fam in sorted({r["family"] for r in rows}):
+        ratio = np.array([_f(r["rmse"]) / _f(r["predicted"]) for r in rows if r["family"] == fam])
+        lines.append(f"| {fam} | {len(ratio)} | {np.median(ratio):.2f} | {ratio.min():.2f} | {ratio.max():.3g} | "
+                     f"{int(np.sum(ratio > 1.5))} |")
+    return lines
+
+
 def summary(out: Path, worst: int = 12) -> str:
     """A compact markdown summary: rows out of tolerance per family (below the band: intervals too narrow; above:
     too wide, or an answer with no noise left, e.g. a count at ε = 16), the worst rows, regret over the limit."""
@@ -539,6 +555,7 @@ def summary(out: Path, worst: int = 12) -> str:
         lab = "/".join(x for x in (r["group"], r["label"]) if x)
         lines.append(f"| {r['cell']} | {r['output']} | {lab} | {r['what']} | {_f(r['coverage']):.3f} | "
                      f"[{_f(r['cov_low']):.3f}, {_f(r['cov_high']):.3f}] | {r['mechanism']} |")
+    lines += _prediction_lines(ok)
     reg = _read(out / "regret.csv")
     if reg:
         over = sorted((r for r in reg if _f(r["regret"]) > REGRET_LIMIT), key=lambda r: -_f(r["regret"]))
