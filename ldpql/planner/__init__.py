@@ -438,7 +438,7 @@ def note_predictions(ctx: _Context) -> None:
         if a.target.notes_prediction and not math.isinf(a.epsilon):
             outputs = ", ".join([a.output] + [b.output for b in ctx.aggregates if b.source == a.index])
             ctx.notes.append(f"{outputs}: predicted {a.target.unit} ±{z * a.chosen.predicted_se:.3g} ({conf:.0%}, "
-                             f"calibrated); the interval is every value the release cannot tell from the answer")
+                             f"calibrated); {getattr(a.target, 'interval_note', 'the interval is in value units')}")
 
 
 def note_nulls(ctx: _Context) -> None:

@@ -43,9 +43,11 @@ from ldpql.mechanisms import Encoding, Estimate
 from ldpql.mechanisms.hierarchical import BRANCHING, hierarchical_protocol, level_widths
 from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, bayess_guard,
                                        bayess_protocol, bound_protocol, exact_protocol, nbs_protocol, nbs_steps,
+                                       rank_interval,
                                        padded_protocol, padding_users, several, share_users)
 from ldpql.mechanisms.shuffle import shuffle_budget, shuffle_nbs_protocol
 from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.quantile_histogram import bin_width, histogram_protocol, oracle, prefix_variance
 from ldpql.mechanisms.rr import keep_probability
 from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
 from ldpql.planner.plan import Candidate, Target
@@ -58,13 +60,16 @@ UNIT = "rank error (fraction of users)"
 QUANTILE_CALLS = ("LDP_QUANTILE", "LDP_MEDIAN")
 NAMED_ARGS = {"resolution": "coins of a continuous column (default 2^16), e.g. resolution => 1024",
               "quantile_mode": "'direct' (the default) or 'padding' (the paper's): how BayeSS answers q != 0.5",
-              "postprocess": "'consistent' (the default) or 'none' (the paper's): the hierarchical tree's nodes"}
+              "postprocess": "'consistent' (the default) or 'none' (the paper's): the hierarchical tree's nodes",
+              "interval": "'calibrated' (the default: the values within the predicted rank error of τ) or 'certified'"}
+INTERVALS = ("calibrated", "certified")
 Z95 = NormalDist().inv_cdf(0.975)
 # Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11/11 configurations
 # (Pareto and uniform data, n 2,500-40,000, B 10^3-10^6, ε 0.25-4), of the factor that makes z·σ the 95%
 # quantile of the measured rank error (examples/quantile_calibration.py; medians 0.22/0.72/0.38/0.82).
 # The hierarchical tree made consistent (the default) needs half the factor of the raw one.
 A_BAYESS, A_NBS, A_HIER, A_HIER_RAW = 0.27, 0.80, 0.49, 0.95
+A_HIST = 1.0
 USELESS = 0.5 / Z95                 # σ of an answer that is no better than a random coin: z·σ = 0.5, any rank
 # How BayeSS answers τ != 1/2 (spec §2.6): 'direct' (capacity-achieving query point, exact asymmetric Bayes
 # update) has the lower mean rank error in 35 of 36 configurations of examples/quantile_modes.py (200 trials;
@@ -90,6 +95,15 @@ class QuantileTarget(Target):
     taus: tuple[float, ...] = (0.5,)
     mode: str = QUANTILE_MODE
     postprocess: str = POSTPROCESS[0]
+    interval: str = INTERVALS[0]
+
+    @property
+    def interval_note(self) -> str:
+        """What the shown interval is (the result's note)."""
+        if self.interval == "certified":
+            return "the interval (certified) is every value the release cannot tell from the answer"
+        return ("the interval holds the values whose estimated rank is within that error of τ "
+                "(interval => 'certified' for the wider one that holds whatever the data)")
 
 
 def _statement_taus(select: ast.Select | None, table: Table, column: str, space: CoinSpace, tau: float,
@@ -185,6 +199,17 @@ def _choices(call: ast.Call, text: str) -> tuple:
     return out[0], out[1], shaping
 
 
+def _interval_kind(call: ast.Call, text: str) -> str:
+    arg = next((a for a in call.named if a.name == "interval"), None)
+    if arg is None:
+        return INTERVALS[0]
+    if arg.value.value not in INTERVALS:
+        raise _err(PlanError, f"interval must be 'calibrated' or 'certified', not {arg.value.sql()}", arg, text,
+                   hint="'certified' is the wider interval from tests that hold whatever the data; "
+                        "'calibrated' is the default")
+    return arg.value.value
+
+
 def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
              select: ast.Select | None = None) -> QuantileTarget:
     ref, col = _column_arg(call, table, text, 1 if tau is not None else 2)
@@ -201,8 +226,9 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
     target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
                             release=("quantile", col.name, space.size, space.bucket_sql, *choices), tau=tau,
                             space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
-                            mode=choices[0], postprocess=choices[1], notes_prediction=True)
-    target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
+                            mode=choices[0], postprocess=choices[1], interval=_interval_kind(call, text),
+                            notes_prediction=True)
+    target.derive, target.derived = _derive(tau, space, target.interval), f"the {tau:g}-quantile"
     return target
 
 
@@ -218,17 +244,30 @@ def resolve_median(call: ast.Call, table: Table, text: str, select: ast.Select |
     return _resolve(call, table, text, 0.5, select)
 
 
-def _derive(tau: float) -> Callable[[Estimate, float], Estimate]:
+def _derive(tau: float, space: CoinSpace, kind: str) -> Callable[[Estimate, float], Estimate]:
     """An aggregate's answer from its release: its τ's value and the interval at the statement's confidence."""
     def derive(release: Estimate, confidence: float) -> Estimate:
         answer = release.extra.get("answers", {}).get(tau)
         if answer is None:
             nan = np.array([math.nan])
             return Estimate(nan, nan, note=release.note)
-        low, high = answer.extra["interval"](confidence)
+        low, high = shown_interval(answer, tau, release.extra.get("sigma"), confidence, kind, space)
         return Estimate(answer.values, answer.stderr, answer.note or release.note, answer.extra, (low, high),
                         confidence)
     return derive
+
+
+def shown_interval(answer: Estimate, tau: float, sigma: float | None, confidence: float, kind: str,
+                   space: CoinSpace) -> tuple[np.ndarray, np.ndarray]:
+    """The interval a result shows: 'calibrated', the values whose rank the release puts within the predicted
+    rank error z·σ of τ (σ the chosen candidate's calibrated prediction), or 'certified', every value the
+    release cannot tell from the answer by tests that hold whatever the data (wider)."""
+    points = answer.extra.get("cdf_points")
+    if kind == "certified" or sigma is None or points is None or sigma >= USELESS:
+        return answer.extra["interval"](confidence)
+    alpha = NormalDist().inv_cdf(0.5 + confidence / 2) * sigma
+    low, high = rank_interval(points, tau, alpha, int(answer.extra["coin"]), space.size)
+    return np.array([space.value(low)]), np.array([space.value(high)])
 
 
 # ---- predicted rank error (spec §6 rule 6) -------------------------------------------------------------------
@@ -253,16 +292,49 @@ def sigma_nbs(eps: float, n: float, coins: int) -> float:
     return min(A_NBS / (2 * _kappa(eps) * math.sqrt(n / steps)), USELESS)
 
 
-def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER) -> float:
-    """Hierarchical: the standard error of F̂(x), a sum of about (b-1)h/2 OUE node estimates from n/h users,
-    times the calibrated ``factor`` (A_HIER for a consistent tree, A_HIER_RAW for the raw nodes)."""
+def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER, tau: float = 0.5) -> float:
+    """Hierarchical: the standard error of F̂ at τ, a sum of about (b-1)h/2 OUE node estimates from a 1/h share of
+    the users, with the sampling error of that share (all there is at high ε), times the calibrated ``factor``
+    (A_HIER for a consistent tree, A_HIER_RAW for the raw nodes)."""
     h = len(level_widths(coins))
     if n < h or math.isinf(eps):
         return 0.0 if math.isinf(eps) else USELESS
-    node = float(OUE(eps, BRANCHING).variance(np.zeros(1), n / h)[0])   # one node's estimate, at f = 0
-    sigma = factor * math.sqrt(max((BRANCHING - 1) * h / 2, 1) * node)
+    m = n / h
+    nodes = max((BRANCHING - 1) * h / 2, 1)
+    r = OUE(min(eps, 30.0), BRANCHING)
+    noise = (tau * r.p * (1 - r.p) + (nodes - tau) * r.q * (1 - r.q)) / (m * (r.p - r.q) ** 2)
+    sigma = factor * math.sqrt(noise + tau * (1 - tau) / m)
     # beyond ±0.25 (95%) the noise swamps the CDF and the read-out can land anywhere: the measured rank error
     # was within the scaled prediction in only 5-43% of runs there (examples/quantile_calibration.py --coverage)
+    return sigma if Z95 * sigma <= 0.25 else USELESS
+
+
+def histogram_bins(eps: float, n: float, coins: int, taus: tuple[float, ...] = (0.5,)) -> int:
+    """The bins of the one-round histogram: among powers of 4 and one bin per coin, the fewest whose
+    predicted error (noise at the worst τ, plus half a bin's average mass for the read-out inside a bin) is
+    smallest. Public: K, ε, n and the τ's."""
+    options = sorted({min(4 ** k, coins) for k in range(1, 12)} | {coins})
+    return min(options, key=lambda b: (_histogram_error(eps, n, coins, b, taus), b))
+
+
+def _histogram_error(eps: float, n: float, coins: int, bins: int, taus: tuple[float, ...]) -> float:
+    width = bin_width(coins, bins)
+    nbins = -(-coins // width)
+    r = oracle(eps, nbins)
+    noise = max(float(prefix_variance(r, t, max(t * nbins, 1.0), int(n))) for t in taus)
+    disc = 0.0 if width == 1 else 0.5 / nbins
+    return math.sqrt(noise + disc * disc)
+
+
+def sigma_histogram(eps: float, n: float, coins: int, taus: tuple[float, ...] = (0.5,),
+                    factor: float = A_HIST) -> float:
+    """One-round histogram: the standard error of F̂ at the worst τ over the planner's bins, plus the read-out
+    inside a bin, times a calibrated factor."""
+    if n < 1:
+        return USELESS
+    if math.isinf(eps):
+        return 0.0
+    sigma = factor * _histogram_error(eps, n, coins, histogram_bins(eps, n, coins, taus), taus)
     return sigma if Z95 * sigma <= 0.25 else USELESS
 
 
@@ -354,8 +426,38 @@ def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
         return [f"tree        b = {BRANCHING}, {h} levels (root not asked); ~{n // h:,} users per level report their "
                 f"node by OUE; node estimates {fit}; {every} read from one estimated CDF"]
 
-    return Candidate("hierarchical", "local", 1, lambda eps, n: sigma_hierarchical(eps, n, space.size, factor), protocol,
+    return Candidate("hierarchical", "local", 1, lambda eps, n: max(sigma_hierarchical(eps, n, space.size, factor, t)
+                                                       for t in taus), protocol,
                      note="one non-adaptive collection", check=check, describe=describe, share_n=True)
+
+
+def _histogram_candidate(target: QuantileTarget) -> Candidate:
+    space, taus = target.space, target.taus
+
+    def predict(eps: float, n: int) -> float:
+        return sigma_histogram(eps, n, space.size, taus)
+
+    def protocol(eps: float):
+        if math.isinf(eps):
+            return _search_protocol(target, None)(eps)
+        return lambda n: histogram_protocol(space, eps, list(taus), histogram_bins(eps, n, space.size, taus))(n)
+
+    def check(eps: float, n: int) -> str | None:
+        bins = histogram_bins(eps, n, space.size, taus)
+        if bins > MAX_LEAVES:
+            return f"{bins:,} bins: OUE reports of that many bits are too large (at most {MAX_LEAVES:,})"
+        return None
+
+    def describe(eps: float, n: int) -> list[str]:
+        bins = histogram_bins(eps, n, space.size, taus)
+        width = bin_width(space.size, bins)
+        r = oracle(eps, -(-space.size // width))
+        every = "every τ" if len(taus) > 1 else "τ"
+        return [f"histogram   {-(-space.size // width):,} bins of {width:,} coin{'s' if width > 1 else ''}; every user "
+                f"reports its bin once by {r.name.upper()}; {every} read from the cumulative sums"]
+
+    return Candidate("histogram", "local", 1, predict, protocol, note="one non-adaptive collection", check=check,
+                     describe=describe, share_n=True)
 
 
 def _shuffle_candidate(target: QuantileTarget) -> Candidate:
@@ -405,10 +507,29 @@ def _bound_candidate(target: QuantileTarget) -> Candidate:
                                               "minimum or maximum, which is returned without asking anyone"])
 
 
+def _with_sigma(cand: Candidate) -> Candidate:
+    """The candidate's release carries its predicted σ at the (ε, n) it ran with (``extra['sigma']``), from which
+    the calibrated interval is read."""
+    make = cand.protocol
+
+    def protocol(eps: float):
+        factory = make(eps)
+
+        def run(n: int):
+            est = yield from factory(n)
+            if est is not None and est.extra is not None and not math.isinf(eps):
+                est.extra["sigma"] = cand.predict(eps, n)
+            return est
+        return run
+    cand.protocol = protocol
+    return cand
+
+
 def quantile_candidates(target: QuantileTarget) -> list[Candidate]:
     """The candidates for the release of ``target`` and the quantiles sharing it (listed in the order that wins ties)."""
-    return [_search_candidate(target, "bayess"), _search_candidate(target, "naive_nbs"),
-            _hierarchical_candidate(target), _shuffle_candidate(target), _bound_candidate(target)]
+    return [_with_sigma(c) for c in [_search_candidate(target, "bayess"), _search_candidate(target, "naive_nbs"),
+            _hierarchical_candidate(target), _histogram_candidate(target), _shuffle_candidate(target),
+            _bound_candidate(target)]]
 
 
 register_aggregate(AggregateSpec("LDP_QUANTILE", "LDP_QUANTILE(column, q)",
