@@ -6,6 +6,10 @@ protocols (engine mode, the planner's round caps) through the numpy driver (user
 the executor's hash places them) on the paper's datasets and on uniform data, measures the 95% quantile of the rank error max(F(v-1) - τ, τ - F(v), 0) of the returned value
 v, and prints the factor A each configuration implies. Run: ``python examples/quantile_calibration.py``.
 
+``--fit RAW`` refits every factor from the runs of the grid (``examples/quantile_grid.py --raw RAW``): the A
+that brings the share of runs within ±1.96σ and ±1.645σ closest to 95% and 90% over the calibration shapes'
+cells (least squares over both levels); the held-out shapes are reported, not fitted.
+
 ``--coverage`` checks the result instead: the share of runs whose rank error is within the planner's
 predicted ±1.96σ (what a result's note claims at 95%), for every mechanism at τ = 0.5 and 0.9 on the same
 datasets and on one they were not calibrated on.
@@ -31,6 +35,7 @@ DATASETS = {"pareto 2500, 4^9": lambda: (pareto_data(2500, 9), 4 ** 9),
             "pareto 10000, 4^8": lambda: (pareto_data(10000, 8), 4 ** 8),
             "uniform 2500, 10^6": lambda: (uniform_data(2500, 10 ** 6), 10 ** 6),
             "uniform 40000, 10^3": lambda: (uniform_data(40000, 10 ** 3), 10 ** 3)}
+FACTORS = {"bayess": "A_BAYESS", "naive_nbs": "A_NBS", "hierarchical": "A_HIER", "histogram": "A_HIST"}
 SIGMA = {"bayess": planner.sigma_bayess, "naive_nbs": planner.sigma_nbs, "hierarchical": planner.sigma_hierarchical}
 FACTOR = {"bayess": "A_BAYESS", "naive_nbs": "A_NBS", "hierarchical": "A_HIER"}
 
@@ -70,13 +75,52 @@ def coverage(trials: int, mechanisms: dict) -> None:
                 print(f"{name:40s} ε {eps:<3g} τ {tau}:  " + "  ".join(row), flush=True)
 
 
+def fit(raw_path: Path, grid_csv: Path) -> dict[str, float]:
+    """Refit each mechanism's factor A from the grid's runs (see the module docstring); returns {name: A}."""
+    import csv
+    import pickle
+    import quantile_grid
+    raw = pickle.loads(raw_path.read_bytes())
+    sigma = {}
+    with open(grid_csv) as f:
+        for r in csv.DictReader(f):
+            sigma[(r["shape"], int(r["n"]), float(r["epsilon"]), float(r["tau"]), r["mechanism"])] = float(r["sigma"])
+    z95, z90 = quantile_grid.Z[0.95], quantile_grid.Z[0.90]
+    out = {}
+    for mech, name in FACTORS.items():
+        now = getattr(planner, name)
+        cells = [(e, sigma[k] / now, k[0] in quantile_grid.HELD_OUT) for k, e in raw.items()
+                 if k[4] == mech and 0 < sigma[k] < planner.USELESS]
+        fitted = [(e, b) for e, b, held in cells if not held]
+        if not fitted:
+            continue
+        grid = np.geomspace(0.05, 20, 400)
+        loss = [sum((np.mean(e <= z95 * a * b) - 0.95) ** 2 + (np.mean(e <= z90 * a * b) - 0.90) ** 2
+                    for e, b in fitted) for a in grid]
+        a = float(grid[int(np.argmin(loss))])
+        out[name] = a
+        for label, group in (("fitted", fitted), ("held out", [(e, b) for e, b, held in cells if held])):
+            if group:
+                c95 = np.array([np.mean(e <= z95 * a * b) for e, b in group])
+                c90 = np.array([np.mean(e <= z90 * a * b) for e, b in group])
+                print(f"{name} = {a:.3f} (now {now}) {label:8s}: {len(group)} cells, within ±1.96σ mean {c95.mean():.3f} "
+                      f"(|·-0.95| <= 0.02 in {np.sum(abs(c95 - 0.95) <= 0.02)}), ±1.645σ mean {c90.mean():.3f} "
+                      f"(|·-0.90| <= 0.02 in {np.sum(abs(c90 - 0.90) <= 0.02)})")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=60)
     ap.add_argument("--tau", type=float, default=0.5)
     ap.add_argument("--only", choices=list(SIGMA), help="calibrate one mechanism")
     ap.add_argument("--coverage", action="store_true", help="check the predictions instead of calibrating")
+    ap.add_argument("--fit", type=Path, help="refit the factors from quantile_grid.py --raw RAW (with its CSV beside)")
+    ap.add_argument("--grid-csv", type=Path, help="the grid's CSV for --fit (default: RAW's folder, *.csv)")
     args = ap.parse_args()
+    if args.fit:
+        fit(args.fit, args.grid_csv or next(args.fit.parent.glob("*.csv")))
+        return
     mechanisms = {m: s for m, s in SIGMA.items() if args.only in (None, m)}
     if args.coverage:
         coverage(args.trials, mechanisms)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ NS, EPSILONS, TAUS = (10 ** 4, 10 ** 5, 10 ** 6), (0.5, 2.0, 8.0), (0.1, 0.5, 0.
 HELD_OUT_CELLS = [(50_000, e, t) for e in (1.0, 4.0, 12.0, 16.0, 30.0) for t in (0.5, 0.9)]
 Z = {0.95: NormalDist().inv_cdf(0.975), 0.90: NormalDist().inv_cdf(0.95)}
 OUT = Path(__file__).parent / "quantile_results"
+RAW: dict[tuple, np.ndarray] = {}   # every run's rank error, by (shape, n, ε, τ, mechanism), for --raw
 
 
 def shape(name: str, n: int) -> tuple[np.ndarray, int]:
@@ -118,6 +120,7 @@ def run_cell(shape_name: str, n: int, eps: float, tau: float, reps: int) -> list
             for kind, (cov, width) in interval_stats(answer, tau, cdf, truth).items():
                 ivals.setdefault(kind, []).append((cov, width))
         e = np.array(errors)
+        RAW[(shape_name, n, eps, tau, c.mechanism)] = e
         row = {"shape": shape_name, "n": n, "epsilon": eps, "tau": tau, "coins": coins, "mechanism": c.mechanism,
                "chosen": c.mechanism == pick, "sigma": sigma, "mean_error": e.mean(),
                "q90": float(np.quantile(e, 0.9)), "q95": float(np.quantile(e, 0.95)),
@@ -187,6 +190,7 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--name", default="grid", help="file name stem of the CSV and PNG")
     ap.add_argument("--shapes", nargs="*", default=list(CALIBRATION + HELD_OUT))
+    ap.add_argument("--raw", type=Path, help="also save every run's rank error (a pickle) for refitting the factors")
     args = ap.parse_args(argv)
     rows, started = [], time.time()
     for s in args.shapes:
@@ -200,6 +204,8 @@ def main(argv: list[str] | None = None) -> str:
         w = csv.DictWriter(f, keys)
         w.writeheader()
         w.writerows(rows)
+    if args.raw:
+        args.raw.write_bytes(pickle.dumps(RAW))
     text = summary(rows)
     (args.out / f"{args.name}.txt").write_text(text + "\n")
     try:
