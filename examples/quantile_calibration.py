@@ -106,7 +106,35 @@ def fit(raw_path: Path, grid_csv: Path) -> dict[str, float]:
                 print(f"{name} = {a:.3f} (now {now}) {label:8s}: {len(group)} cells, within ±1.96σ mean {c95.mean():.3f} "
                       f"(|·-0.95| <= 0.02 in {np.sum(abs(c95 - 0.95) <= 0.02)}), ±1.645σ mean {c90.mean():.3f} "
                       f"(|·-0.90| <= 0.02 in {np.sum(abs(c90 - 0.90) <= 0.02)})")
+    regret(raw, sigma, out)
     return out
+
+
+def regret(raw: dict, sigma: dict, factors: dict[str, float]) -> None:
+    """The planner's choice under the refitted factors (the smallest σ, first listed on a tie) and its regret
+    (its mean rank error over the best candidate's), per shape; the runs are the grid's."""
+    import quantile_grid
+    order = ["bayess", "naive_nbs", "hierarchical", "histogram", "bound"]
+    cells: dict[tuple, dict] = {}
+    for k, e in raw.items():
+        cells.setdefault(k[:4], {})[k[4]] = e
+    by_shape: dict[str, list] = {}
+    for key, runs in cells.items():
+        def new_sigma(m: str) -> float:
+            s = sigma[key + (m,)]
+            if m == "bound" or s >= planner.USELESS or FACTORS.get(m) not in factors:
+                return s
+            s = s / getattr(planner, FACTORS[m]) * factors[FACTORS[m]]
+            return s if m in ("bayess", "naive_nbs") or quantile_grid.Z[0.95] * s <= 0.25 else planner.USELESS
+        pick = min((m for m in order if m in runs), key=new_sigma)
+        best = min(float(np.mean(e)) for e in runs.values())
+        got = float(np.mean(runs[pick]))
+        by_shape.setdefault(key[0], []).append((got / best if best > 0 else (1.0 if got == 0 else math.inf), key, pick))
+    for shape, rs in by_shape.items():
+        r = np.array([x[0] for x in rs])
+        worst = max(rs, key=lambda x: x[0])
+        print(f"regret {shape:9s}: median {np.median(r):.2f}, max {r.max():.2f} at {worst[1][1:]} ({worst[2]}), "
+              f"over 1.25 in {np.sum(r > 1.25)} of {len(r)}")
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ records per candidate: the mean and the 90%/95% quantiles of the rank error max(
 the answer v, the planner's predicted σ, the share of runs within ±z·σ (90% and 95%), and the coverage and
 width (in rank) of the shown interval at 95% (the calibrated one when the engine has it, and the certified
 one). The planner's choice is recomputed from the same predictions, so the regret of a cell is the chosen
-candidate's mean rank error over the best forced candidate's.
+candidate's mean rank error over the best forced candidate's (both plus one user's rank, 1/n).
 
 Shapes: four calibrated on (``heavy`` lognormal, ``discrete`` 12 point masses, ``bimodal``, ``uniform``, on an
 integer 0..1023 column) and two held out (``diamonds``: lognormal prices on 0..20000 like the diamonds table;
@@ -31,20 +31,22 @@ from statistics import NormalDist
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from quantile_paper import pareto_data  # noqa: E402
+from quantile_paper import pareto_data
 
-from ldpql.mechanisms import Encoding  # noqa: E402
-from ldpql.mechanisms.quantile import CoinSpace, simulate  # noqa: E402
-from ldpql.planner import quantile as planner  # noqa: E402
+from ldpql.mechanisms import Encoding
+from ldpql.mechanisms.quantile import CoinSpace, rank_interval, simulate
+from ldpql.planner import quantile as planner
 
 K = 1024
 CALIBRATION = ("heavy", "discrete", "bimodal", "uniform")
 HELD_OUT = ("diamonds", "pareto")
 NS, EPSILONS, TAUS = (10 ** 4, 10 ** 5, 10 ** 6), (0.5, 2.0, 8.0), (0.1, 0.5, 0.9)
-HELD_OUT_CELLS = [(50_000, e, t) for e in (1.0, 4.0, 12.0, 16.0, 30.0) for t in (0.5, 0.9)]
+HELD_OUT_CELLS = {"diamonds": [(50_000, e, t) for e in (1.0, 4.0, 12.0, 16.0, 30.0) for t in (0.5, 0.9)],
+                  "pareto": [(50_000, e, t) for e in (1.0, 4.0) for t in (0.1, 0.5, 0.9)]}
+MULTS = np.geomspace(1 / 8, 8, 73)   # the calibrated interval is measured at σ times each (steps of 6%)
 Z = {0.95: NormalDist().inv_cdf(0.975), 0.90: NormalDist().inv_cdf(0.95)}
 OUT = Path(__file__).parent / "quantile_results"
-RAW: dict[tuple, np.ndarray] = {}   # every run's rank error, by (shape, n, ε, τ, mechanism), for --raw
+RAW: dict[tuple, dict] = {}   # every run's rank error and interval, by (shape, n, ε, τ, mechanism), for --raw
 
 
 def shape(name: str, n: int) -> tuple[np.ndarray, int]:
@@ -81,64 +83,89 @@ def candidates(coins: int, tau: float) -> list:
     return [c for c in planner.quantile_candidates(target) if c.model == "local"]
 
 
-def chosen(cands: list, eps: float, n: int) -> str:
-    """The planner's rule (ldpql.planner.choose_mechanisms): the smallest prediction among those that can run,
-    the first listed on a tie."""
-    ok = [c for c in cands if c.check is None or not c.check(eps, n)]
-    return min(ok, key=lambda c: c.predict(eps, n)).mechanism
-
-
-def interval_stats(est, tau: float, cdf: np.ndarray, truth: int) -> dict[str, tuple[bool, float]]:
-    """Coverage of the true quantile and width in rank, at 95%, of each interval the release offers."""
-    out = {}
-    for kind in ("calibrated", "certified"):
-        fn = est.extra.get("intervals", {}).get(kind) if kind == "calibrated" else est.extra.get("interval")
-        if fn is None:
-            continue
-        low, high = (int(round(float(v[0]))) for v in fn(0.95))
-        out[kind] = (low <= truth <= high, cdf[min(high, len(cdf) - 1)] - (cdf[low - 1] if low > 0 else 0.0))
-    return out
+def _covers(points, tau: float, coin: int, coins: int, cdf: np.ndarray, truth: int, alpha: float):
+    low, high = rank_interval(points, tau, alpha, coin, coins)
+    return low <= truth <= high, cdf[high] - (cdf[low - 1] if low > 0 else 0.0)
 
 
 def run_cell(shape_name: str, n: int, eps: float, tau: float, reps: int) -> list[dict]:
+    """Every runnable candidate of one cell, ``reps`` runs each; also stores the runs in RAW."""
     hist, coins = shape(shape_name, n)
     n = int(hist.sum())
     cdf = np.cumsum(hist) / n
     truth = int(np.searchsorted(cdf, tau - 1e-12))   # the smallest coin with F >= τ
     cands = candidates(coins, tau)
-    pick = chosen(cands, eps, n)
     rows = []
     for c in cands:
         if c.check is not None and c.check(eps, n):
             continue
         sigma = c.predict(eps, n)
-        errors, ivals = [], {}
+        errors, shown, certified = [], [], []
         for t in range(reps):
             est = simulate(c.protocol(eps)(n), np.random.default_rng([23, t]), hist=hist)
             answer = est.extra["answers"][tau]
-            errors.append(rank_error(cdf, answer.extra["coin"], tau))
-            for kind, (cov, width) in interval_stats(answer, tau, cdf, truth).items():
-                ivals.setdefault(kind, []).append((cov, width))
-        e = np.array(errors)
-        RAW[(shape_name, n, eps, tau, c.mechanism)] = e
-        row = {"shape": shape_name, "n": n, "epsilon": eps, "tau": tau, "coins": coins, "mechanism": c.mechanism,
-               "chosen": c.mechanism == pick, "sigma": sigma, "mean_error": e.mean(),
-               "q90": float(np.quantile(e, 0.9)), "q95": float(np.quantile(e, 0.95)),
-               "within90": float(np.mean(e <= Z[0.90] * sigma)), "within95": float(np.mean(e <= Z[0.95] * sigma))}
-        for kind, v in ivals.items():
-            row[f"{kind}_coverage"] = float(np.mean([x[0] for x in v]))
-            row[f"{kind}_width"] = float(np.mean([x[1] for x in v]))
-        rows.append(row)
+            coin = int(answer.extra["coin"])
+            errors.append(rank_error(cdf, coin, tau))
+            low, high = (round(float(v[0])) for v in answer.extra["interval"](0.95))   # coin = value here
+            certified.append((low <= truth <= high, cdf[high] - (cdf[low - 1] if low > 0 else 0.0)))
+            # the calibrated interval at every multiple of today's σ (the factors are refitted on these runs)
+            shown.append([certified[-1] if sigma * m >= planner.USELESS else
+                          _covers(answer.extra["cdf_points"], tau, coin, coins, cdf, truth, Z[0.95] * sigma * m)
+                          for m in MULTS])
+        RAW[(shape_name, n, eps, tau, c.mechanism)] = {"errors": np.array(errors), "sigma": sigma,
+                                                        "shown": np.array(shown, dtype=float),
+                                                        "certified": np.array(certified, dtype=float)}
+        rows.append(score(shape_name, n, eps, tau, coins, c.mechanism, RAW[(shape_name, n, eps, tau, c.mechanism)]))
+    return finish_cell(rows)
+
+
+def score(shape_name: str, n: int, eps: float, tau: float, coins: int, mechanism: str, raw: dict,
+          scale: float = 1.0) -> dict:
+    """One candidate's row, with its σ scaled by ``scale`` (a refitted factor over the one it ran with)."""
+    e, sigma = raw["errors"], raw["sigma"]
+    if mechanism != "bound" and sigma < planner.USELESS:
+        sigma *= scale
+        capped = mechanism in ("hierarchical", "histogram") and Z[0.95] * sigma > 0.25
+        sigma = planner.USELESS if capped else min(sigma, planner.USELESS)
+    k = int(np.argmin(np.abs(np.log(MULTS) - math.log(scale))))
+    return {"shape": shape_name, "n": n, "epsilon": eps, "tau": tau, "coins": coins, "mechanism": mechanism,
+            "sigma": sigma, "mean_error": e.mean(), "q90": float(np.quantile(e, 0.9)), "q95": float(np.quantile(e, 0.95)),
+            "within90": float(np.mean(e <= Z[0.90] * sigma)), "within95": float(np.mean(e <= Z[0.95] * sigma)),
+            "shown_coverage": raw["shown"][:, k, 0].mean(), "shown_width": raw["shown"][:, k, 1].mean(),
+            "certified_coverage": raw["certified"][:, 0].mean(), "certified_width": raw["certified"][:, 1].mean()}
+
+
+ORDER = ("bayess", "naive_nbs", "hierarchical", "histogram", "bound")
+
+
+def finish_cell(rows: list[dict]) -> list[dict]:
+    """The planner's choice (the smallest σ, the first listed on a tie: ldpql.planner.choose_mechanisms) and
+    every candidate's regret (its mean rank error over the best one's)."""
+    pick = min(rows, key=lambda r: (r["sigma"], ORDER.index(r["mechanism"])))
     best = min(r["mean_error"] for r in rows)
-    for r in rows:
-        r["regret"] = r["mean_error"] / best if best > 0 else (1.0 if r["mean_error"] == 0 else math.inf)
+    for r in rows:   # a rank error of one user (1/n) is the floor: an exact best answer gives a finite ratio
+        r["chosen"] = r is pick
+        r["regret"] = (r["mean_error"] + 1 / r["n"]) / (best + 1 / r["n"])
     return rows
+
+
+def rescore(raw: dict, factors: dict[str, float]) -> list[dict]:
+    """The grid's rows again from its stored runs, with the factors ``factors`` ({mechanism: new/old})."""
+    cells: dict[tuple, list] = {}
+    for (s, n, eps, tau, mech), r in raw.items():
+        coins = shape_coins(s)
+        cells.setdefault((s, n, eps, tau), []).append(score(s, n, eps, tau, coins, mech, r, factors.get(mech, 1.0)))
+    return [row for rows in cells.values() for row in finish_cell(rows)]
+
+
+def shape_coins(name: str) -> int:
+    return {"diamonds": 20001, "pareto": 4 ** 8}.get(name, K)
 
 
 def summary(rows: list[dict]) -> str:
     """Regret of the planner's choice and coverage of its prediction, per cell and overall."""
-    lines = [f"{'shape':9s} {'n':>8s} {'ε':>5s} {'τ':>4s}  {'chosen':13s} {'best':13s} {'regret':>6s}  "
-             f"{'in95':>5s} {'in90':>5s}  {'ival95':>6s} {'width':>6s}"]
+    lines = [(f"{'shape':9s} {'n':>8s} {'ε':>5s} {'τ':>4s}  {'chosen':13s} {'best':13s} {'regret':>6s}  "
+             f"{'in95':>5s} {'in90':>5s}  {'ival95':>6s} {'width':>6s}")]
     cells = {}
     for r in rows:
         cells.setdefault((r["shape"], r["n"], r["epsilon"], r["tau"]), []).append(r)
@@ -146,14 +173,13 @@ def summary(rows: list[dict]) -> str:
     for key, rs in cells.items():
         ch = next(r for r in rs if r["chosen"])
         best = min(rs, key=lambda r: r["mean_error"])
-        kind = "calibrated" if "calibrated_coverage" in ch else "certified"
         regrets.append(ch["regret"])
         if ch["mechanism"] != "bound":
             cov95.append(ch["within95"])
             cov90.append(ch["within90"])
         lines.append(f"{key[0]:9s} {key[1]:8d} {key[2]:5g} {key[3]:4g}  {ch['mechanism']:13s} {best['mechanism']:13s} "
                      f"{ch['regret']:6.2f}  {ch['within95']:5.2f} {ch['within90']:5.2f}  "
-                     f"{ch.get(kind + '_coverage', math.nan):6.2f} {ch.get(kind + '_width', math.nan):6.3f}")
+                     f"{ch['shown_coverage']:6.2f} {ch['shown_width']:6.3f}")
     r = np.array(regrets)
     c95, c90 = np.array(cov95), np.array(cov90)
     lines.append(f"regret: median {np.median(r):.2f}, max {r.max():.2f}, cells over 1.25: {np.sum(r > 1.25)} of {len(r)}")
@@ -186,30 +212,43 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=150)
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--name", default="grid", help="file name stem of the CSV and PNG")
+    ap.add_argument("--name", default="grid", help="file name stem of the CSV, TXT, PNG (and --raw pickle)")
     ap.add_argument("--shapes", nargs="*", default=list(CALIBRATION + HELD_OUT))
-    ap.add_argument("--raw", type=Path, help="also save every run's rank error (a pickle) for refitting the factors")
+    ap.add_argument("--raw", action="store_true", help="also save every run (a pickle) for refitting the factors")
+    ap.add_argument("--rescore", type=Path, help="no runs: rescore a saved pickle with the factors now in the planner")
     args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.rescore:
+        saved = pickle.loads(args.rescore.read_bytes())
+        rows = rescore(saved["runs"], {m: getattr(planner, f) / saved["factors"][f] for m, f in FACTORS.items()})
+        return write(rows, args.out, args.name)
     rows, started = [], time.time()
     for s in args.shapes:
-        cells = HELD_OUT_CELLS if s in HELD_OUT else [(n, e, t) for n in NS for e in EPSILONS for t in TAUS]
+        cells = HELD_OUT_CELLS[s] if s in HELD_OUT else [(n, e, t) for n in NS for e in EPSILONS for t in TAUS]
         for n, eps, tau in cells:
             rows += run_cell(s, n, eps, tau, args.reps)
             print(f"{s} n={n} ε={eps} τ={tau} done ({time.time() - started:.0f}s)", file=sys.stderr, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+        if args.raw:   # after every shape, so that a long run that is stopped keeps what it measured
+            factors = {f: getattr(planner, f) for f in FACTORS.values()}
+            (args.out / f"{args.name}.pkl").write_bytes(pickle.dumps({"runs": RAW, "factors": factors}))
+    return write(rows, args.out, args.name)
+
+
+FACTORS = {"bayess": "A_BAYESS", "naive_nbs": "A_NBS", "hierarchical": "A_HIER", "histogram": "A_HIST"}
+
+
+def write(rows: list[dict], out: Path, name: str) -> str:
     keys = list(dict.fromkeys(k for r in rows for k in r))
-    with open(args.out / f"{args.name}.csv", "w", newline="") as f:
+    with open(out / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, keys)
         w.writeheader()
         w.writerows(rows)
-    if args.raw:
-        args.raw.write_bytes(pickle.dumps(RAW))
     text = summary(rows)
-    (args.out / f"{args.name}.txt").write_text(text + "\n")
+    (out / f"{name}.txt").write_text(text + "\n")
     try:
-        plot(rows, args.out / f"{args.name}.png")
+        plot(rows, out / f"{name}.png")
     except ImportError:
         pass
     print(text)

@@ -695,8 +695,12 @@ class _Users:
         if hist is None:
             self.values, self.n = rng.permutation(coins), len(coins)
         else:
-            self.values, self.left, self.n = None, np.asarray(hist, dtype=np.int64).copy(), int(np.sum(hist))
-            self.full, self.taken = self.left.copy(), []
+            self.full = np.asarray(hist, dtype=np.int64).copy()
+            # only the coins some user holds are drawn from (a coin nobody holds is never drawn): large domains
+            # with sparse data cost their support, not their size
+            self.support = np.flatnonzero(self.full)
+            self.values, self.left, self.n = None, self.full[self.support].copy(), int(np.sum(hist))
+            self.taken = []
         self.positions = None if exact else np.sort(rng.random(self.n))
 
     def _span(self, users: tuple[float, float]) -> tuple[int, int]:
@@ -713,9 +717,16 @@ class _Users:
         if any(a < i1 and i0 < b for a, b in self.taken):
             raise ValueError("simulated rounds overlap: a user would answer twice")
         self.taken.append((i0, i1))
-        drawn = self.rng.multivariate_hypergeometric(self.left, i1 - i0, method="marginals")
+        m = i1 - i0
+        if len(self.left) <= 2048:
+            drawn = self.rng.multivariate_hypergeometric(self.left, m, method="marginals")
+        else:   # many distinct coins: draw m of the remaining users by index (the same law, O(m log K) not O(K))
+            picks = self.rng.choice(int(self.left.sum()), m, replace=False)
+            drawn = np.bincount(np.searchsorted(np.cumsum(self.left), picks, side="right"), minlength=len(self.left))
         self.left -= drawn
-        return encoding.counts_from_histogram(drawn)
+        full = np.zeros(len(self.full), dtype=np.int64)
+        full[self.support] = drawn
+        return encoding.counts_from_histogram(full)
 
 
 def simulate(protocol: Protocol, rng: np.random.Generator, coins: np.ndarray | None = None,

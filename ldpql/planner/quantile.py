@@ -504,7 +504,9 @@ def _bound_candidate(target: QuantileTarget) -> Candidate:
     return Candidate("bound", "local", 0, predict, protocol, share_n=True,
                      note="asks no user: the domain's minimum or maximum",
                      describe=lambda eps, n: ["bound       every τ is within the predicted rank error of the domain's "
-                                              "minimum or maximum, which is returned without asking anyone"])
+                                              "minimum or maximum, which is returned without asking anyone",
+                                              "charge      none unless another aggregate of the statement asks users: "
+                                              "the reserved ε is refunded before any private read"])
 
 
 def _with_sigma(cand: Candidate) -> Candidate:
