@@ -72,7 +72,8 @@ def read_out(cdf: np.ndarray, freq: np.ndarray, tau: float, width: int, coins: i
     return min(lo + int(share * (hi - lo + 1)), hi)
 
 
-def certified_bins(cdf: np.ndarray, var: np.ndarray, tau: float, bin_of_answer: int, confidence: float) -> tuple[int, int]:
+def certified_bins(cdf: np.ndarray, var: np.ndarray, tau: float, bin_of_answer: int,
+                   confidence: float) -> tuple[int, int]:
     """Bins [low, high] holding the true τ-quantile's bin: low is the first bin whose upper bound reaches τ,
     high the first whose lower bound does (Bonferroni over the bins it scans)."""
     miss = 1 - confidence

@@ -43,6 +43,9 @@ class Candidate:
     # split), the same n that predict, check and describe get; False: the group's n
     share_n: bool = False
     aliases: tuple[str, ...] = ()  # other names OPTIONS (mechanism = ...) accepts for this one
+    # the planner ranks candidates by predicted_se × choice_weight: a measured mean error per unit of σ, for
+    # candidates whose errors have differently shaped distributions (quantiles); 1 ranks by predicted_se alone
+    choice_weight: float = 1.0
 
 
 @dataclass

@@ -277,19 +277,28 @@ def _kappa(eps: float) -> float:
     return 2 * keep_probability(eps) - 1
 
 
-def sigma_bayess(eps: float, n: float, coins: int) -> float:
-    """BayeSS: RR-space error c·sqrt(ln B/n), divided by κ = tanh(ε/2) for data space, times a calibrated factor."""
+def _spread(eps: float, tau: float) -> float:
+    """How the error of one RR question at a coin where F = τ compares with its worst case 1/(2κ): a batch's
+    estimate has variance (p(1-p)/κ² + τ(1-τ))/m (RR noise, and sampling m of the users), against 1/(4κ²m)
+    at τ = 1/2 and small ε. At high ε the sampling term is all there is, and it is smaller away from τ = 1/2."""
+    p = keep_probability(min(eps, 30.0))
+    return 2 * math.sqrt(p * (1 - p) + (2 * p - 1) ** 2 * tau * (1 - tau))
+
+
+def sigma_bayess(eps: float, n: float, coins: int, tau: float = 0.5) -> float:
+    """BayeSS: RR-space error c·sqrt(ln B/n), divided by κ = tanh(ε/2) for data space, times the spread of a
+    question at τ and a calibrated factor."""
     if n < 2:
         return USELESS
-    return min(A_BAYESS * math.sqrt(math.log(max(coins, 3)) / n) / _kappa(eps), USELESS)
+    return min(A_BAYESS * math.sqrt(math.log(max(coins, 3)) / n) / _kappa(eps) * _spread(eps, tau), USELESS)
 
 
-def sigma_nbs(eps: float, n: float, coins: int) -> float:
-    """NaiveNBS: the per-batch standard error b0/(2 sqrt(n/S)) (RR noise and sampling), times a factor."""
+def sigma_nbs(eps: float, n: float, coins: int, tau: float = 0.5) -> float:
+    """NaiveNBS: the per-batch standard error b0/(2 sqrt(n/S)) at τ (RR noise and sampling), times a factor."""
     steps = max(nbs_steps(coins), 1)
     if n < steps:
         return USELESS
-    return min(A_NBS / (2 * _kappa(eps) * math.sqrt(n / steps)), USELESS)
+    return min(A_NBS / (2 * _kappa(eps) * math.sqrt(n / steps)) * _spread(eps, tau), USELESS)
 
 
 def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER, tau: float = 0.5) -> float:
@@ -311,7 +320,7 @@ def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER,
 
 def histogram_bins(eps: float, n: float, coins: int, taus: tuple[float, ...] = (0.5,)) -> int:
     """The bins of the one-round histogram: among powers of 4 and one bin per coin, the fewest whose
-    predicted error (noise at the worst τ, plus half a bin's average mass for the read-out inside a bin) is
+    predicted error (noise at the worst τ, plus a bin's average mass for the read-out inside a bin) is
     smallest. Public: K, ε, n and the τ's."""
     options = sorted({min(4 ** k, coins) for k in range(1, 12)} | {coins})
     return min(options, key=lambda b: (_histogram_error(eps, n, coins, b, taus), b))
@@ -322,7 +331,7 @@ def _histogram_error(eps: float, n: float, coins: int, bins: int, taus: tuple[fl
     nbins = -(-coins // width)
     r = oracle(eps, nbins)
     noise = max(float(prefix_variance(r, t, max(t * nbins, 1.0), int(n))) for t in taus)
-    disc = 0.0 if width == 1 else 0.5 / nbins
+    disc = 0.0 if width == 1 else 1.0 / nbins   # a bin's average mass: the read-out inside a bin can be off by it
     return math.sqrt(noise + disc * disc)
 
 
@@ -369,7 +378,7 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
         return bayess_protocol(space, eps, tau, max_rounds=BAYESS_ROUNDS)
 
     def predict(eps: float, n: int) -> float:
-        return min(sigma(eps, n / len(taus), space.size) * growth, USELESS)
+        return min(max(sigma(eps, n / len(taus), space.size, t) for t in taus) * growth, USELESS)
 
     def check(eps: float, n: int) -> str | None:
         return bayess_guard(n // len(taus), space.size) if mechanism == "bayess" else None
@@ -469,7 +478,7 @@ def _shuffle_candidate(target: QuantileTarget) -> Candidate:
 
     def predict(eps: float, n: int) -> float:
         b = budget(eps, n)
-        return sigma_nbs(max(b.epsilon0, eps), n / len(taus), space.size)
+        return max(sigma_nbs(max(b.epsilon0, eps), n / len(taus), space.size, t) for t in taus)
 
     def check(eps: float, n: int) -> str | None:
         if cand.delta <= 0:
