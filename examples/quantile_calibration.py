@@ -35,7 +35,7 @@ DATASETS = {"pareto 2500, 4^9": lambda: (pareto_data(2500, 9), 4 ** 9),
             "pareto 10000, 4^8": lambda: (pareto_data(10000, 8), 4 ** 8),
             "uniform 2500, 10^6": lambda: (uniform_data(2500, 10 ** 6), 10 ** 6),
             "uniform 40000, 10^3": lambda: (uniform_data(40000, 10 ** 3), 10 ** 3)}
-ATOM_SHARE = 0.1   # --fit: cells where the answer is exactly right this often are not fitted
+ATOM_SHARE = 0.1   # --fit: cells where the answer is exactly right this often are reported apart
 SIGMA = {"bayess": planner.sigma_bayess, "naive_nbs": planner.sigma_nbs, "hierarchical": planner.sigma_hierarchical}
 FACTOR = {"bayess": "A_BAYESS", "naive_nbs": "A_NBS", "hierarchical": "A_HIER"}
 
@@ -75,40 +75,48 @@ def coverage(trials: int, mechanisms: dict) -> None:
                 print(f"{name:40s} ε {eps:<3g} τ {tau}:  " + "  ".join(row), flush=True)
 
 
-def fit(raw_path: Path) -> dict[str, float]:
-    """Refit each mechanism's factor A from the grid's runs (``quantile_grid.py --raw``): the multiple of the
-    factor it ran with (on the grid's calibrated-interval steps, so that ``quantile_grid.py --rescore`` is exact)
-    that brings the share of runs within ±1.96σ and ±1.645σ closest to 95% and 90% (least squares over both
-    levels and the calibration shapes' cells); the held-out shapes are reported, not fitted."""
+def fit(raw_path: Path) -> dict[str, tuple[float, float]]:
+    """Refit each mechanism's factor A and choice weight W from the grid's runs (``quantile_grid.py --raw``).
+
+    A: the multiple of the factor it ran with (on the grid's calibrated-interval steps, so that
+    ``quantile_grid.py --rescore`` is exact) that brings the mean over the calibration shapes' cells of the share
+    of runs within ±1.96σ and ±1.645σ closest to 95% and 90%. Per cell the share varies around it: cells where
+    the answer is exactly right in 10% of runs or more ("atoms": a coin holding more users than the noise
+    moves, which no data-independent prediction can see) are reported apart. W: the median over the same cells
+    of the mean rank error per σ (the planner ranks candidates by σ·W)."""
     import pickle
 
     import quantile_grid as grid
     saved = pickle.loads(raw_path.read_bytes())
     out = {}
+    made = {}
     for mech, name in grid.FACTORS.items():
-        ran = saved["factors"][name]
-        cells = [(r["errors"], r["sigma"], k[0] in grid.HELD_OUT) for k, r in saved["runs"].items()
-                 if k[4] == mech and 0 < r["sigma"] < planner.USELESS]
-        # fitted where the rank error is a continuous quantity: a cell where the answer is exactly right in 10%
-        # of runs or more has a coin holding more users than the noise moves (an atom of the data), which no
-        # data-independent prediction can see; the prediction is conservative there (reported, not fitted)
-        fitted = [(e, s) for e, s, held in cells if not held and np.mean(e == 0) < ATOM_SHARE]
+        ran = getattr(planner, name)   # the factor now: σ is what the planner predicts now, for every cell
+        cells = []
+        for k, r in saved["runs"].items():
+            cands = made.setdefault((grid.shape_coins(k[0]), k[3]), {c.mechanism: c for c in
+                                                                     grid.candidates(grid.shape_coins(k[0]), k[3])})
+            s = cands[mech].predict(k[2], k[1]) if k[4] == mech else 0
+            if 0 < s < planner.USELESS:
+                cells.append((r["errors"], s, k[0] in grid.HELD_OUT))
+        fitted = [(e, s) for e, s, held in cells if not held]
         if not fitted:
             continue
 
-        def loss(m: float, group=fitted) -> float:
-            return sum((np.mean(e <= grid.Z[0.95] * m * s) - 0.95) ** 2 + (np.mean(e <= grid.Z[0.90] * m * s) - 0.90) ** 2
-                       for e, s in group)
-        m = float(min(grid.MULTS, key=loss))
-        out[name] = ran * m
-        for label, group in (("fitted", fitted), ("atoms", [(e, s) for e, s, held in cells
-                                                             if not held and np.mean(e == 0) >= ATOM_SHARE]),
-                             ("held out", [(e, s) for e, s, held in cells if held])):
+        def miss(m: float, group=fitted) -> float:
+            return sum((np.mean([np.mean(e <= grid.Z[c] * m * s) for e, s in group]) - c) ** 2 for c in (0.95, 0.90))
+        m = float(min(grid.MULTS, key=miss))
+        weight = float(np.median([e.mean() / (m * s) for e, s in fitted]))
+        out[name] = (ran * m, weight)
+        groups = (("no atoms", [(e, s) for e, s in fitted if np.mean(e == 0) < ATOM_SHARE]),
+                  ("atoms", [(e, s) for e, s in fitted if np.mean(e == 0) >= ATOM_SHARE]),
+                  ("held out", [(e, s) for e, s, held in cells if held]))
+        for label, group in groups:
             if group:
                 c95 = np.array([np.mean(e <= grid.Z[0.95] * m * s) for e, s in group])
                 c90 = np.array([np.mean(e <= grid.Z[0.90] * m * s) for e, s in group])
-                print(f"{name} = {ran * m:.4g} (ran with {ran}) {label:8s}: {len(group)} cells; within ±1.96σ mean "
-                      f"{c95.mean():.3f}, within 2 points in {np.sum(abs(c95 - 0.95) <= 0.02)}; ±1.645σ mean "
+                print(f"{name} = {ran * m:.4g} (now {ran:.4g}), W = {weight:.3f}, {label:8s}: {len(group)} cells; within "
+                      f"±1.96σ mean {c95.mean():.3f}, within 2 points in {np.sum(abs(c95 - 0.95) <= 0.02)}; ±1.645σ mean "
                       f"{c90.mean():.3f}, within 2 points in {np.sum(abs(c90 - 0.90) <= 0.02)}")
     return out
 

@@ -126,13 +126,10 @@ def run_cell(shape_name: str, n: int, eps: float, tau: float, reps: int) -> list
 
 def score(shape_name: str, n: int, eps: float, tau: float, coins: int, mechanism: str, raw: dict,
           scale: float = 1.0) -> dict:
-    """One candidate's row, with its σ scaled by ``scale`` (a refitted factor over the one it ran with)."""
-    e, sigma = raw["errors"], raw["sigma"]
-    if mechanism != "bound" and sigma < planner.USELESS:
-        sigma *= scale
-        capped = mechanism in ("hierarchical", "histogram") and Z[0.95] * sigma > 0.25
-        sigma = planner.USELESS if capped else min(sigma, planner.USELESS)
-    k = int(np.argmin(np.abs(np.log(MULTS) - math.log(scale))))
+    """One candidate's row; ``scale``: the σ it is scored with (``raw['now']``) over the σ it ran with."""
+    e, sigma = raw["errors"], raw.get("now", raw["sigma"])
+    widen = planner.INTERVAL_FACTOR.get(mechanism, 1.0) if hasattr(planner, "INTERVAL_FACTOR") else 1.0
+    k = int(np.argmin(np.abs(np.log(MULTS) - math.log(scale * widen))))
     return {"shape": shape_name, "n": n, "epsilon": eps, "tau": tau, "coins": coins, "mechanism": mechanism,
             "sigma": sigma, "mean_error": e.mean(), "q90": float(np.quantile(e, 0.9)), "q95": float(np.quantile(e, 0.95)),
             "within90": float(np.mean(e <= Z[0.90] * sigma)), "within95": float(np.mean(e <= Z[0.95] * sigma)),
@@ -141,12 +138,15 @@ def score(shape_name: str, n: int, eps: float, tau: float, coins: int, mechanism
 
 
 ORDER = ("bayess", "naive_nbs", "hierarchical", "histogram", "bound")
+WEIGHTS = {"bayess": "W_BAYESS", "naive_nbs": "W_NBS", "hierarchical": "W_HIER", "histogram": "W_HIST",
+           "bound": "W_BOUND"}
 
 
 def finish_cell(rows: list[dict]) -> list[dict]:
-    """The planner's choice (the smallest σ, the first listed on a tie: ldpql.planner.choose_mechanisms) and
+    """The planner's choice (the smallest σ × W, the first listed on a tie: ldpql.planner.choose_mechanisms) and
     every candidate's regret (its mean rank error over the best one's)."""
-    pick = min(rows, key=lambda r: (r["sigma"], ORDER.index(r["mechanism"])))
+    pick = min(rows, key=lambda r: (r["sigma"] * getattr(planner, WEIGHTS[r["mechanism"]], 1.0),
+                                    ORDER.index(r["mechanism"])))
     best = min(r["mean_error"] for r in rows)
     for r in rows:   # a rank error of one user (1/n) is the floor: an exact best answer gives a finite ratio
         r["chosen"] = r is pick
@@ -154,12 +154,18 @@ def finish_cell(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def rescore(raw: dict, factors: dict[str, float]) -> list[dict]:
-    """The grid's rows again from its stored runs, with the factors ``factors`` ({mechanism: new/old})."""
+def rescore(raw: dict) -> list[dict]:
+    """The grid's rows again from its stored runs, with the predictions the planner makes now (the protocols
+    do not depend on them: only the choice, the coverage of the prediction and the calibrated interval do; the
+    interval is read at the nearest of the steps it was measured at)."""
     cells: dict[tuple, list] = {}
+    made: dict[tuple, dict] = {}
     for (s, n, eps, tau, mech), r in raw.items():
         coins = shape_coins(s)
-        cells.setdefault((s, n, eps, tau), []).append(score(s, n, eps, tau, coins, mech, r, factors.get(mech, 1.0)))
+        cands = made.setdefault((coins, tau), {c.mechanism: c for c in candidates(coins, tau)})
+        now = cands[mech].predict(eps, n)
+        scale = now / r["sigma"] if 0 < r["sigma"] < planner.USELESS and now < planner.USELESS else 1.0
+        cells.setdefault((s, n, eps, tau), []).append(score(s, n, eps, tau, coins, mech, {**r, "now": now}, scale))
     return [row for rows in cells.values() for row in finish_cell(rows)]
 
 
@@ -228,7 +234,7 @@ def main(argv: list[str] | None = None) -> str:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.rescore:
         saved = pickle.loads(args.rescore.read_bytes())
-        rows = rescore(saved["runs"], {m: getattr(planner, f) / saved["factors"][f] for m, f in FACTORS.items()})
+        rows = rescore(saved["runs"])
         return write(rows, args.out, args.name)
     rows, started = [], time.time()
     for s in args.shapes:

@@ -254,7 +254,7 @@ def test_padding_mode_through_both_paths():
     simulates their answers on both paths, and only real users are charged."""
     n = 20_000
     con = connect(n)
-    sql = "SELECT LDP_QUANTILE(age, 0.9, quantile_mode => 'padding') FROM t EPSILON 1"
+    sql = "SELECT LDP_QUANTILE(age, 0.9, quantile_mode => 'padding', mechanism => 'bayess') FROM t EPSILON 1"
     plan = str(con.explain(sql))
     assert "16,000 virtual ones at the domain's maximum" in plan and "* bayess" in plan
     truth = float(np.quantile(people(n)["age"].to_numpy(), 0.9))
@@ -328,7 +328,9 @@ def test_calibrated_interval_is_the_default_and_certified_stays_available(eval_c
         assert res.plan.aggregates[1].source == 0   # one release, read two ways
         value, same = res.fetchone()
         (lo, hi, _), (clo, chi, _) = res.intervals()[0]
-        assert value == same and lo <= value <= hi and clo <= value <= chi and hi - lo <= chi - clo, mech
+        assert value == same and lo <= value <= hi and clo <= value <= chi, mech
+        if mech == "naive_nbs":   # a search's certified interval is Bonferroni over every question: much wider
+            assert hi - lo < chi - clo
         assert "within that error of τ" in res.render()
     certified = eval_con.sql("SELECT LDP_MEDIAN(age, interval => 'certified') FROM t EPSILON 2")
     assert "(certified)" in certified.render()
