@@ -274,7 +274,7 @@ def test_padding_and_direct_quantiles_do_not_share_a_release():
 
 def test_hierarchical_postprocess_is_explained_and_shapes_the_release():
     con = connect(3000)
-    sql = "EXPLAIN SELECT LDP_MEDIAN(age{}), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1 OPTIONS (rounds = 1)"
+    sql = "EXPLAIN SELECT LDP_MEDIAN(age{}), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1 OPTIONS (mechanism = 'hierarchical')"
     consistent, raw = con.sql(sql.format("")).plan, con.sql(sql.format(", postprocess => 'none'")).plan
     assert "made a consistent tree" in str(consistent) and "used raw (postprocess => 'none')" in str(raw)
     assert consistent.aggregates[1].source == 0 and raw.aggregates[1].source is None
@@ -336,3 +336,18 @@ def test_calibrated_interval_is_the_default_and_certified_stays_available(eval_c
     assert "(certified)" in certified.render()
     with pytest.raises(PlanError, match="'calibrated' or 'certified'"):
         eval_con.sql("SELECT LDP_MEDIAN(age, interval => 'exact') FROM t EPSILON 1")
+
+
+def test_a_bound_answer_needs_to_beat_the_searches_on_average():
+    """Issue 11, item 3: LDP_QUANTILE(x, 0.99) at n <= 10^5 came back as the domain maximum (rank error 0.01)
+    whenever 0.01 was below a search's 95% error. The planner now compares predicted mean errors (σ × the
+    measured mean error per σ; a bound answer's is exactly 0.01), so at n = 20,000 a search answers; with
+    q = 0.9999 the bound still wins."""
+    con = connect(20_000)
+    for tau, bound in ((0.99, False), (0.9999, True)):
+        agg = con.sql(f"EXPLAIN SELECT LDP_QUANTILE(age, {tau}) FROM t EPSILON 1").plan.aggregates[0]
+        assert (agg.chosen.mechanism == "bound") is bound, (tau, agg.chosen.mechanism)
+        if not bound:   # its ±σ is smaller than the search's: only the mean-error ranking rejects it
+            rejected = next(c for c in agg.candidates if c.mechanism == "bound")
+            assert rejected.predicted_se < agg.chosen.predicted_se
+            assert rejected.rejected.startswith("larger predicted mean error (0.01 vs")
