@@ -18,7 +18,6 @@ datasets and on one they were not calibrated on.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -115,8 +114,9 @@ def fit(raw_path: Path) -> dict[str, tuple[float, float]]:
             if group:
                 c95 = np.array([np.mean(e <= grid.Z[0.95] * m * s) for e, s in group])
                 c90 = np.array([np.mean(e <= grid.Z[0.90] * m * s) for e, s in group])
-                print(f"{name} = {ran * m:.4g} (now {ran:.4g}), W = {weight:.3f}, {label:8s}: {len(group)} cells; within "
-                      f"±1.96σ mean {c95.mean():.3f}, within 2 points in {np.sum(abs(c95 - 0.95) <= 0.02)}; ±1.645σ mean "
+                print(f"{name} = {ran * m:.4g} (now {ran:.4g}), W = {weight:.3f}, {label:8s}: {len(group)} cells; "
+                      f"within ±1.96σ mean {c95.mean():.3f}, within 2 points in {np.sum(abs(c95 - 0.95) <= 0.02)}; "
+                      f"±1.645σ mean "
                       f"{c90.mean():.3f}, within 2 points in {np.sum(abs(c90 - 0.90) <= 0.02)}")
     return out
 

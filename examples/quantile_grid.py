@@ -131,7 +131,8 @@ def score(shape_name: str, n: int, eps: float, tau: float, coins: int, mechanism
     widen = planner.INTERVAL_FACTOR.get(mechanism, 1.0) if hasattr(planner, "INTERVAL_FACTOR") else 1.0
     k = int(np.argmin(np.abs(np.log(MULTS) - math.log(scale * widen))))
     return {"shape": shape_name, "n": n, "epsilon": eps, "tau": tau, "coins": coins, "mechanism": mechanism,
-            "sigma": sigma, "mean_error": e.mean(), "q90": float(np.quantile(e, 0.9)), "q95": float(np.quantile(e, 0.95)),
+            "sigma": sigma, "mean_error": e.mean(), "q90": float(np.quantile(e, 0.9)),
+            "q95": float(np.quantile(e, 0.95)),
             "within90": float(np.mean(e <= Z[0.90] * sigma)), "within95": float(np.mean(e <= Z[0.95] * sigma)),
             "shown_coverage": raw["shown"][:, k, 0].mean(), "shown_width": raw["shown"][:, k, 1].mean(),
             "certified_coverage": raw["certified"][:, 0].mean(), "certified_width": raw["certified"][:, 1].mean()}

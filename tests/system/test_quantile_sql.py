@@ -274,7 +274,8 @@ def test_padding_and_direct_quantiles_do_not_share_a_release():
 
 def test_hierarchical_postprocess_is_explained_and_shapes_the_release():
     con = connect(3000)
-    sql = "EXPLAIN SELECT LDP_MEDIAN(age{}), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1 OPTIONS (mechanism = 'hierarchical')"
+    sql = ("EXPLAIN SELECT LDP_MEDIAN(age{}), LDP_QUANTILE(age, 0.9) FROM t EPSILON 1 "
+           "OPTIONS (mechanism = 'hierarchical')")
     consistent, raw = con.sql(sql.format("")).plan, con.sql(sql.format(", postprocess => 'none'")).plan
     assert "made a consistent tree" in str(consistent) and "used raw (postprocess => 'none')" in str(raw)
     assert consistent.aggregates[1].source == 0 and raw.aggregates[1].source is None
