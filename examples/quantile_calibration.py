@@ -6,6 +6,10 @@ protocols (engine mode, the planner's round caps) through the numpy driver (user
 the executor's hash places them) on the paper's datasets and on uniform data, measures the 95% quantile of the rank error max(F(v-1) - τ, τ - F(v), 0) of the returned value
 v, and prints the factor A each configuration implies. Run: ``python examples/quantile_calibration.py``.
 
+``--fit PKL`` refits every factor from the runs of the grid (``examples/quantile_grid.py --raw`` writes PKL):
+the A that brings the share of runs within ±1.96σ and ±1.645σ closest to 95% and 90% over the calibration
+shapes' cells (least squares over both levels); the held-out shapes are reported, not fitted.
+
 ``--coverage`` checks the result instead: the share of runs whose rank error is within the planner's
 predicted ±1.96σ (what a result's note claims at 95%), for every mechanism at τ = 0.5 and 0.9 on the same
 datasets and on one they were not calibrated on.
@@ -14,7 +18,6 @@ datasets and on one they were not calibrated on.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -31,6 +34,7 @@ DATASETS = {"pareto 2500, 4^9": lambda: (pareto_data(2500, 9), 4 ** 9),
             "pareto 10000, 4^8": lambda: (pareto_data(10000, 8), 4 ** 8),
             "uniform 2500, 10^6": lambda: (uniform_data(2500, 10 ** 6), 10 ** 6),
             "uniform 40000, 10^3": lambda: (uniform_data(40000, 10 ** 3), 10 ** 3)}
+ATOM_SHARE = 0.1   # --fit: cells where the answer is exactly right this often are reported apart
 SIGMA = {"bayess": planner.sigma_bayess, "naive_nbs": planner.sigma_nbs, "hierarchical": planner.sigma_hierarchical}
 FACTOR = {"bayess": "A_BAYESS", "naive_nbs": "A_NBS", "hierarchical": "A_HIER"}
 
@@ -70,13 +74,64 @@ def coverage(trials: int, mechanisms: dict) -> None:
                 print(f"{name:40s} ε {eps:<3g} τ {tau}:  " + "  ".join(row), flush=True)
 
 
+def fit(raw_path: Path) -> dict[str, tuple[float, float]]:
+    """Refit each mechanism's factor A and choice weight W from the grid's runs (``quantile_grid.py --raw``).
+
+    A: the multiple of the factor it ran with (on the grid's calibrated-interval steps, so that
+    ``quantile_grid.py --rescore`` is exact) that brings the mean over the calibration shapes' cells of the share
+    of runs within ±1.96σ and ±1.645σ closest to 95% and 90%. Per cell the share varies around it: cells where
+    the answer is exactly right in 10% of runs or more ("atoms": a coin holding more users than the noise
+    moves, which no data-independent prediction can see) are reported apart. W: the median over the same cells
+    of the mean rank error per σ (the planner ranks candidates by σ·W)."""
+    import pickle
+
+    import quantile_grid as grid
+    saved = pickle.loads(raw_path.read_bytes())
+    out = {}
+    made = {}
+    for mech, name in grid.FACTORS.items():
+        ran = getattr(planner, name)   # the factor now: σ is what the planner predicts now, for every cell
+        cells = []
+        for k, r in saved["runs"].items():
+            cands = made.setdefault((grid.shape_coins(k[0]), k[3]), {c.mechanism: c for c in
+                                                                     grid.candidates(grid.shape_coins(k[0]), k[3])})
+            s = cands[mech].predict(k[2], k[1]) if k[4] == mech else 0
+            if 0 < s < planner.USELESS:
+                cells.append((r["errors"], s, k[0] in grid.HELD_OUT))
+        fitted = [(e, s) for e, s, held in cells if not held]
+        if not fitted:
+            continue
+
+        def miss(m: float, group=fitted) -> float:
+            return sum((np.mean([np.mean(e <= grid.Z[c] * m * s) for e, s in group]) - c) ** 2 for c in (0.95, 0.90))
+        m = float(min(grid.MULTS, key=miss))
+        weight = float(np.median([e.mean() / (m * s) for e, s in fitted]))
+        out[name] = (ran * m, weight)
+        groups = (("no atoms", [(e, s) for e, s in fitted if np.mean(e == 0) < ATOM_SHARE]),
+                  ("atoms", [(e, s) for e, s in fitted if np.mean(e == 0) >= ATOM_SHARE]),
+                  ("held out", [(e, s) for e, s, held in cells if held]))
+        for label, group in groups:
+            if group:
+                c95 = np.array([np.mean(e <= grid.Z[0.95] * m * s) for e, s in group])
+                c90 = np.array([np.mean(e <= grid.Z[0.90] * m * s) for e, s in group])
+                print(f"{name} = {ran * m:.4g} (now {ran:.4g}), W = {weight:.3f}, {label:8s}: {len(group)} cells; "
+                      f"within ±1.96σ mean {c95.mean():.3f}, within 2 points in {np.sum(abs(c95 - 0.95) <= 0.02)}; "
+                      f"±1.645σ mean "
+                      f"{c90.mean():.3f}, within 2 points in {np.sum(abs(c90 - 0.90) <= 0.02)}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=60)
     ap.add_argument("--tau", type=float, default=0.5)
     ap.add_argument("--only", choices=list(SIGMA), help="calibrate one mechanism")
     ap.add_argument("--coverage", action="store_true", help="check the predictions instead of calibrating")
+    ap.add_argument("--fit", type=Path, help="refit the factors from the runs of quantile_grid.py --raw (its .pkl)")
     args = ap.parse_args()
+    if args.fit:
+        fit(args.fit)
+        return
     mechanisms = {m: s for m, s in SIGMA.items() if args.only in (None, m)}
     if args.coverage:
         coverage(args.trials, mechanisms)

@@ -301,7 +301,7 @@ class Connection:
         """Charge on touch: refund only while no private value was read; from the first read on, any error, abort
         or Ctrl-C keeps the charge, and what is raised carries no text derived from the data."""
         try:
-            result = self._execute(p, cells, ex, tasks, charge, started)
+            result = self._execute(p, cells, ex, tasks, charge, started, lambda: self.ledger.refund(charge, users))
         except BaseException as e:
             if not ex.touched:
                 self.ledger.refund(charge, users)
@@ -362,12 +362,18 @@ class Connection:
         self.ledger.touch_data(table.ledger_key, table.name, fingerprint, by_position=not table.privacy_unit)
 
     def _execute(self, p: Plan, cells: list[Cell], ex: Executor, tasks: list, charge: int | None,
-                 started: float) -> Result:
+                 started: float, refund: Callable[[], None] | None = None) -> Result:
         estimates = ex.finish(tasks, self._entropy(p, charge=charge)) if p.n else {}
-        spent = 0.0 if (p.n == 0 or math.isinf(p.epsilon)) else p.epsilon
+        unasked = charge is not None and refund is not None and not ex.touched   # every answer came without a read
+        if unasked:
+            refund()   # nobody was asked (a quantile at a domain bound): nothing is spent
+        spent = 0.0 if (p.n == 0 or math.isinf(p.epsilon) or unasked) else p.epsilon
         left = None if charge is None else max(self.ledger.remaining(p.table.ledger_key), 0.0)
         result = select_result(p, cells, estimates, spent, left, time.monotonic() - started)
         result.footer += f"; ledger {self.ledger.path}"
+        if unasked:
+            result.notes.append("no user was asked (every answer came from the declared domain alone): the charge "
+                                "was refunded, nothing was spent")
         if self._seeded(p):
             result.notes.append(NOT_PRIVATE + " (a seed makes the noise reproducible)")
         return result

@@ -88,18 +88,31 @@ def _level_randomizer(eps: float, nodes: int):
 def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], branching: int, size: int,
                  consistent: bool = False):
     """(F̂(x), Var F̂(x)) for every coin x from the per-level replies (unbiased); with ``consistent`` the node
-    estimates are made a consistent tree first and Var is the raw one (an upper bound)."""
-    freqs, variances = [], []
+    estimates are made a consistent tree first and Var is the raw one (an upper bound).
+
+    A level's users are a random 1/h of all users, so a node's estimate of the whole population's frequency
+    has the sampling variance f(1-f)/m besides the randomizer's; Var includes both (at high ε the sampling
+    term is all there is). The least-squares weights are one variance per level, the mean node's, which does
+    not depend on the estimates: weights read from each node's own noisy estimate favour the nodes that came
+    out low, and at high ε (where a node's variance is nearly proportional to its estimate) that bias pulled
+    the CDF down by 10-20% of the users."""
+    freqs, variances, weights = [], [], []
     for reply, r, w in zip(replies, randomizers, widths):
         nodes = -(-size // w)
         if reply.n == 0:
             freqs.append(np.zeros(nodes))
             variances.append(np.full(nodes, math.inf))
+            weights.append(np.full(nodes, math.inf))
             continue
         f = np.asarray(r.estimate(reply.summary, reply.n), dtype=float)[:nodes]
+        clipped = np.clip(f, 0.0, 1.0)
         freqs.append(f)
-        variances.append(np.asarray(r.variance(np.clip(f, 0.0, 1.0), reply.n), dtype=float)[:nodes])
-    fitted = make_consistent(freqs, variances, branching) if consistent else freqs
+        variances.append(np.asarray(r.variance(clipped, reply.n), dtype=float)[:nodes]
+                         + clipped * (1 - clipped) / reply.n)
+        mean_node = 1.0 / nodes
+        weights.append(np.full(nodes, float(r.variance(np.array([mean_node]), reply.n)[0])
+                               + mean_node * (1 - mean_node) / reply.n))
+    fitted = make_consistent(freqs, weights, branching) if consistent else freqs
     return prefix_masses(fitted, widths, branching, size), prefix_masses(variances, widths, branching, size)
 
 
@@ -164,7 +177,8 @@ def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarr
             return np.array([space.value(low)]), np.array([space.value(high)])
 
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
-                                extra={"coin": coin, "mechanism": "hierarchical", "interval": interval})
+                                extra={"coin": coin, "mechanism": "hierarchical", "interval": interval,
+                                       "cdf_points": (np.arange(len(cdf)), cdf)})
     values = np.array([float(a.values[0]) for a in answers.values()])
     first = next(iter(answers.values()))
     return Estimate(values, np.full(len(values), math.nan),

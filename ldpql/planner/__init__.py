@@ -424,13 +424,15 @@ def choose_mechanisms(ctx: _Context) -> None:
         if not allowed:
             raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()} under this statement's limits",
                             a.call, hint="; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates))
-        a.chosen = min(allowed, key=lambda c: c.predicted_se)
+        a.chosen = min(allowed, key=lambda c: c.predicted_se * c.choice_weight)
         if ctx.options.get("model") == "shuffle" and a.chosen.model != "shuffle":   # asked for, cannot apply: say why
             why = "; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates if c.model == "shuffle")
             ctx.notes.append(f"{a.output}: model = 'shuffle' was asked for, but runs in the local model ({why})")
         for c in allowed:
             if c is not a.chosen:
-                c.rejected = ("larger predicted error" if c.predicted_se > a.chosen.predicted_se else
+                mine, best = c.predicted_se * c.choice_weight, a.chosen.predicted_se * a.chosen.choice_weight
+                c.rejected = ("larger predicted error" if c.predicted_se > a.chosen.predicted_se and mine > best else
+                              f"larger predicted mean error ({mine:.3g} vs {best:.3g})" if mine > best else
                               f"same predicted error as {a.chosen.mechanism}, which is listed first")
         if math.isinf(a.epsilon):
             a.chosen.note = "EPSILON INF: noise off, the answer is exact (evaluation only)"
@@ -459,7 +461,7 @@ def note_predictions(ctx: _Context) -> None:
         if a.target.notes_prediction and not math.isinf(a.epsilon):
             outputs = ", ".join([a.output] + [b.output for b in ctx.aggregates if b.source == a.index])
             ctx.notes.append(f"{outputs}: predicted {a.target.unit} ±{z * a.chosen.predicted_se:.3g} ({conf:.0%}, "
-                             f"calibrated); the interval is every value the release cannot tell from the answer")
+                             f"calibrated); {getattr(a.target, 'interval_note', 'the interval is in value units')}")
 
 
 def note_nulls(ctx: _Context) -> None:

@@ -55,6 +55,9 @@ class Candidate:
     # worst cases of noise and of sampling are at different data sets (a mean's: Duchi's noise is largest at
     # x = 0, where the users do not spread at all), so adding the two worst cases would overstate it
     split_se: Callable[[float, int, int], float] | None = None
+    # the planner ranks candidates by predicted_se × choice_weight: a measured mean error per unit of σ, for
+    # candidates whose errors have differently shaped distributions (quantiles); 1 ranks by predicted_se alone
+    choice_weight: float = 1.0
 
     def expected_se(self, eps: float, population: int, share: float = 1.0) -> float:
         """The predicted standard error for a group of ``population`` users of whom a random ``share`` answer:

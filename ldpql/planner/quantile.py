@@ -43,9 +43,11 @@ from ldpql.mechanisms import Encoding, Estimate
 from ldpql.mechanisms.hierarchical import BRANCHING, hierarchical_protocol, level_widths
 from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, bayess_guard,
                                        bayess_protocol, bound_protocol, exact_protocol, nbs_protocol, nbs_steps,
+                                       rank_interval,
                                        padded_protocol, padding_users, several, share_users)
 from ldpql.mechanisms.shuffle import shuffle_budget, shuffle_nbs_protocol
 from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.quantile_histogram import bin_width, histogram_protocol, oracle, prefix_variance
 from ldpql.mechanisms.rr import keep_probability
 from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
 from ldpql.planner.plan import Candidate, Target
@@ -58,13 +60,28 @@ UNIT = "rank error (fraction of users)"
 QUANTILE_CALLS = ("LDP_QUANTILE", "LDP_MEDIAN")
 NAMED_ARGS = {"resolution": "coins of a continuous column (default 2^16), e.g. resolution => 1024",
               "quantile_mode": "'direct' (the default) or 'padding' (the paper's): how BayeSS answers q != 0.5",
-              "postprocess": "'consistent' (the default) or 'none' (the paper's): the hierarchical tree's nodes"}
+              "postprocess": "'consistent' (the default) or 'none' (the paper's): the hierarchical tree's nodes",
+              "interval": "'calibrated' (the default: the values within the predicted rank error of τ) or 'certified'"}
+INTERVALS = ("calibrated", "certified")
 Z95 = NormalDist().inv_cdf(0.975)
-# Calibrated scale factors of the predicted rank error: the 80th percentile, over 20/18/11/11 configurations
-# (Pareto and uniform data, n 2,500-40,000, B 10^3-10^6, ε 0.25-4), of the factor that makes z·σ the 95%
-# quantile of the measured rank error (examples/quantile_calibration.py; medians 0.22/0.72/0.38/0.82).
-# The hierarchical tree made consistent (the default) needs half the factor of the raw one.
-A_BAYESS, A_NBS, A_HIER, A_HIER_RAW = 0.27, 0.80, 0.49, 0.95
+# Calibrated scale factors of the predicted rank error (examples/quantile_calibration.py --fit over the runs of
+# examples/quantile_grid.py: 108 cells of heavy-tailed, discrete, bimodal and uniform data, n 10^4-10^6, ε 0.5-8,
+# τ 0.1/0.5/0.9, 150 runs each): the factor that brings the mean share of runs within ±1.96σ and ±1.645σ over the
+# cells closest to 95% and 90%. Written as the factor the grid ran with times a power of 2^(1/12) (the grid's
+# steps; BayeSS refitted after its n κ² term). The raw tree keeps its ratio to the
+# consistent one (0.95/0.49, measured before).
+A_BAYESS, A_NBS, A_HIER = 0.2861, 0.8 * 2 ** (-5 / 12), 0.49 * 2 ** (-6 / 12)
+A_HIER_RAW = A_HIER * 0.95 / 0.49
+A_HIST = 2 ** (9 / 12)
+# The planner ranks candidates by σ × W, W the median over the same cells of the mean rank error per σ (a bound
+# answer's error is exactly min(τ, 1 - τ) = Z95·σ): so the planner compares predicted mean errors, and a bound
+# answer wins only when it is better on average than every search.
+W_BAYESS, W_NBS, W_HIER, W_HIST, W_BOUND = 0.654, 0.661, 0.659, 0.270, Z95
+# The shown interval reads the values within B·z·σ of τ from the release: B, per mechanism, brings the mean
+# coverage of the true quantile over the same cells to 95% (the release's estimated CDF is noisy itself, and a
+# search's is known at its asked coins only). Same grid steps as the factors.
+INTERVAL_FACTOR = {"bayess": 2 ** (30 / 12), "naive_nbs": 2 ** (6 / 12), "shuffle_nbs": 2 ** (6 / 12),
+                   "hierarchical": 2 ** (11 / 12), "histogram": 2 ** (-15 / 12)}
 USELESS = 0.5 / Z95                 # σ of an answer that is no better than a random coin: z·σ = 0.5, any rank
 # How BayeSS answers τ != 1/2 (spec §2.6): 'direct' (capacity-achieving query point, exact asymmetric Bayes
 # update) has the lower mean rank error in 35 of 36 configurations of examples/quantile_modes.py (200 trials;
@@ -90,6 +107,15 @@ class QuantileTarget(Target):
     taus: tuple[float, ...] = (0.5,)
     mode: str = QUANTILE_MODE
     postprocess: str = POSTPROCESS[0]
+    interval: str = INTERVALS[0]
+
+    @property
+    def interval_note(self) -> str:
+        """What the shown interval is (the result's note)."""
+        if self.interval == "certified":
+            return "the interval (certified) is every value the release cannot tell from the answer"
+        return ("the interval holds the values whose estimated rank is within that error of τ "
+                "(interval => 'certified' for the wider one that holds whatever the data)")
 
 
 def _statement_taus(select: ast.Select | None, table: Table, column: str, space: CoinSpace, tau: float,
@@ -185,6 +211,17 @@ def _choices(call: ast.Call, text: str) -> tuple:
     return out[0], out[1], shaping
 
 
+def _interval_kind(call: ast.Call, text: str) -> str:
+    arg = next((a for a in call.named if a.name == "interval"), None)
+    if arg is None:
+        return INTERVALS[0]
+    if arg.value.value not in INTERVALS:
+        raise _err(PlanError, f"interval must be 'calibrated' or 'certified', not {arg.value.sql()}", arg, text,
+                   hint="'certified' is the wider interval from tests that hold whatever the data; "
+                        "'calibrated' is the default")
+    return arg.value.value
+
+
 def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
              select: ast.Select | None = None) -> QuantileTarget:
     ref, col = _column_arg(call, table, text, 1 if tau is not None else 2)
@@ -201,8 +238,9 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
     target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
                             release=("quantile", col.name, space.size, space.bucket_sql, *choices), tau=tau,
                             space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
-                            mode=choices[0], postprocess=choices[1], notes_prediction=True)
-    target.derive, target.derived = _derive(tau), f"the {tau:g}-quantile"
+                            mode=choices[0], postprocess=choices[1], interval=_interval_kind(call, text),
+                            notes_prediction=True)
+    target.derive, target.derived = _derive(tau, space, target.interval), f"the {tau:g}-quantile"
     return target
 
 
@@ -218,17 +256,30 @@ def resolve_median(call: ast.Call, table: Table, text: str, select: ast.Select |
     return _resolve(call, table, text, 0.5, select)
 
 
-def _derive(tau: float) -> Callable[[Estimate, float], Estimate]:
+def _derive(tau: float, space: CoinSpace, kind: str) -> Callable[[Estimate, float], Estimate]:
     """An aggregate's answer from its release: its τ's value and the interval at the statement's confidence."""
     def derive(release: Estimate, confidence: float) -> Estimate:
         answer = release.extra.get("answers", {}).get(tau)
         if answer is None:
             nan = np.array([math.nan])
             return Estimate(nan, nan, note=release.note)
-        low, high = answer.extra["interval"](confidence)
+        low, high = shown_interval(answer, tau, release.extra.get("sigma"), confidence, kind, space)
         return Estimate(answer.values, answer.stderr, answer.note or release.note, answer.extra, (low, high),
                         confidence)
     return derive
+
+
+def shown_interval(answer: Estimate, tau: float, sigma: float | None, confidence: float, kind: str,
+                   space: CoinSpace) -> tuple[np.ndarray, np.ndarray]:
+    """The interval a result shows: 'calibrated', the values whose rank the release puts within B·z·σ of τ (σ the
+    chosen candidate's calibrated prediction, B its measured interval factor), or 'certified', every value the
+    release cannot tell from the answer by tests that hold whatever the data."""
+    points = answer.extra.get("cdf_points")
+    if kind == "certified" or sigma is None or points is None or sigma >= USELESS:
+        return answer.extra["interval"](confidence)
+    alpha = NormalDist().inv_cdf(0.5 + confidence / 2) * sigma * INTERVAL_FACTOR.get(answer.extra.get("mechanism"), 1.0)
+    low, high = rank_interval(points, tau, alpha, int(answer.extra["coin"]), space.size)
+    return np.array([space.value(low)]), np.array([space.value(high)])
 
 
 # ---- predicted rank error (spec §6 rule 6) -------------------------------------------------------------------
@@ -238,31 +289,80 @@ def _kappa(eps: float) -> float:
     return 2 * keep_probability(eps) - 1
 
 
-def sigma_bayess(eps: float, n: float, coins: int) -> float:
-    """BayeSS: RR-space error c·sqrt(ln B/n), divided by κ = tanh(ε/2) for data space, times a calibrated factor."""
+def _spread(eps: float, tau: float) -> float:
+    """How the error of one RR question at a coin where F = τ compares with its worst case 1/(2κ): a batch's
+    estimate has variance (p(1-p)/κ² + τ(1-τ))/m (RR noise, and sampling m of the users), against 1/(4κ²m)
+    at τ = 1/2 and small ε. At high ε the sampling term is all there is, and it is smaller away from τ = 1/2."""
+    p = keep_probability(min(eps, 30.0))
+    return 2 * math.sqrt(p * (1 - p) + (2 * p - 1) ** 2 * tau * (1 - tau))
+
+
+def sigma_bayess(eps: float, n: float, coins: int, tau: float = 0.5) -> float:
+    """BayeSS: RR-space error c·sqrt(ln B/n), divided by κ = tanh(ε/2) for data space, times the spread of a
+    question at τ and a calibrated factor; and (n κ² / 5000)^0.14 beyond n κ² = 5000, because with its rounds
+    capped (BAYESS_ROUNDS) its error falls more slowly than 1/sqrt(n): measured against NaiveNBS on the grid of
+    examples/quantile_grid.py, its mean rank error was 0.75x NaiveNBS's at n κ² ~ 600, 1x at ~6·10^4 and 1.5x
+    at 10^6 (median over 12 cells each)."""
     if n < 2:
         return USELESS
-    return min(A_BAYESS * math.sqrt(math.log(max(coins, 3)) / n) / _kappa(eps), USELESS)
+    kappa = _kappa(eps)
+    capped = max(n * kappa * kappa / 5000, 1.0) ** 0.14
+    return min(A_BAYESS * math.sqrt(math.log(max(coins, 3)) / n) / kappa * _spread(eps, tau) * capped, USELESS)
 
 
-def sigma_nbs(eps: float, n: float, coins: int) -> float:
-    """NaiveNBS: the per-batch standard error b0/(2 sqrt(n/S)) (RR noise and sampling), times a factor."""
+def sigma_nbs(eps: float, n: float, coins: int, tau: float = 0.5) -> float:
+    """NaiveNBS: the per-batch standard error b0/(2 sqrt(n/S)) at τ (RR noise and sampling), times a factor."""
     steps = max(nbs_steps(coins), 1)
     if n < steps:
         return USELESS
-    return min(A_NBS / (2 * _kappa(eps) * math.sqrt(n / steps)), USELESS)
+    return min(A_NBS / (2 * _kappa(eps) * math.sqrt(n / steps)) * _spread(eps, tau), USELESS)
 
 
-def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER) -> float:
-    """Hierarchical: the standard error of F̂(x), a sum of about (b-1)h/2 OUE node estimates from n/h users,
-    times the calibrated ``factor`` (A_HIER for a consistent tree, A_HIER_RAW for the raw nodes)."""
+def sigma_hierarchical(eps: float, n: float, coins: int, factor: float = A_HIER, tau: float = 0.5) -> float:
+    """Hierarchical: the standard error of F̂ at τ, a sum of about (b-1)h/2 OUE node estimates from a 1/h share of
+    the users, with the sampling error of that share (all there is at high ε), times the calibrated ``factor``
+    (A_HIER for a consistent tree, A_HIER_RAW for the raw nodes)."""
     h = len(level_widths(coins))
     if n < h or math.isinf(eps):
         return 0.0 if math.isinf(eps) else USELESS
-    node = float(OUE(eps, BRANCHING).variance(np.zeros(1), n / h)[0])   # one node's estimate, at f = 0
-    sigma = factor * math.sqrt(max((BRANCHING - 1) * h / 2, 1) * node)
+    m = n / h
+    nodes = max((BRANCHING - 1) * h / 2, 1)
+    r = OUE(min(eps, 30.0), BRANCHING)
+    if r.p == r.q:   # an ε so small that the report's two probabilities are the same float
+        return USELESS
+    noise = (tau * r.p * (1 - r.p) + (nodes - tau) * r.q * (1 - r.q)) / (m * (r.p - r.q) ** 2)
+    sigma = factor * math.sqrt(noise + tau * (1 - tau) / m)
     # beyond ±0.25 (95%) the noise swamps the CDF and the read-out can land anywhere: the measured rank error
     # was within the scaled prediction in only 5-43% of runs there (examples/quantile_calibration.py --coverage)
+    return sigma if Z95 * sigma <= 0.25 else USELESS
+
+
+def histogram_bins(eps: float, n: float, coins: int, taus: tuple[float, ...] = (0.5,)) -> int:
+    """The bins of the one-round histogram: among powers of 4 and one bin per coin, the fewest whose
+    predicted error (noise at the worst τ, plus a bin's average mass for the read-out inside a bin) is
+    smallest. Public: K, ε, n and the τ's."""
+    options = sorted({min(4 ** k, coins) for k in range(1, 12)} | {coins})
+    return min(options, key=lambda b: (_histogram_error(eps, n, coins, b, taus), b))
+
+
+def _histogram_error(eps: float, n: float, coins: int, bins: int, taus: tuple[float, ...]) -> float:
+    width = bin_width(coins, bins)
+    nbins = -(-coins // width)
+    r = oracle(eps, nbins)
+    noise = max(float(prefix_variance(r, t, max(t * nbins, 1.0), int(n))) for t in taus)
+    disc = 0.0 if width == 1 else 1.0 / nbins   # a bin's average mass: the read-out inside a bin can be off by it
+    return math.sqrt(noise + disc * disc)
+
+
+def sigma_histogram(eps: float, n: float, coins: int, taus: tuple[float, ...] = (0.5,),
+                    factor: float = A_HIST) -> float:
+    """One-round histogram: the standard error of F̂ at the worst τ over the planner's bins, plus the read-out
+    inside a bin, times a calibrated factor."""
+    if n < 1:
+        return USELESS
+    if math.isinf(eps):
+        return 0.0
+    sigma = factor * _histogram_error(eps, n, coins, histogram_bins(eps, n, coins, taus), taus)
     return sigma if Z95 * sigma <= 0.25 else USELESS
 
 
@@ -297,7 +397,7 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
         return bayess_protocol(space, eps, tau, max_rounds=BAYESS_ROUNDS)
 
     def predict(eps: float, n: int) -> float:
-        return min(sigma(eps, n / len(taus), space.size) * growth, USELESS)
+        return min(max(sigma(eps, n / len(taus), space.size, t) for t in taus) * growth, USELESS)
 
     def check(eps: float, n: int) -> str | None:
         return bayess_guard(n // len(taus), space.size) if mechanism == "bayess" else None
@@ -316,7 +416,7 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
             for t in padded]
 
     return Candidate(mechanism, "local", rounds, predict, _search_protocol(target, make), check=check,
-                     describe=describe, share_n=True)
+                     describe=describe, share_n=True, choice_weight=W_BAYESS if mechanism == "bayess" else W_NBS)
 
 
 def _search_protocol(target: QuantileTarget, make) -> Callable:
@@ -354,20 +454,51 @@ def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
         return [f"tree        b = {BRANCHING}, {h} levels (root not asked); ~{n // h:,} users per level report their "
                 f"node by OUE; node estimates {fit}; {every} read from one estimated CDF"]
 
-    return Candidate("hierarchical", "local", 1, lambda eps, n: sigma_hierarchical(eps, n, space.size, factor), protocol,
-                     note="one non-adaptive collection", check=check, describe=describe, share_n=True)
+    return Candidate("hierarchical", "local", 1, lambda eps, n: max(sigma_hierarchical(eps, n, space.size, factor, t)
+                                                       for t in taus), protocol,
+                     note="one non-adaptive collection", check=check, describe=describe, share_n=True,
+                     choice_weight=W_HIER)
+
+
+def _histogram_candidate(target: QuantileTarget) -> Candidate:
+    space, taus = target.space, target.taus
+
+    def predict(eps: float, n: int) -> float:
+        return sigma_histogram(eps, n, space.size, taus)
+
+    def protocol(eps: float):
+        if math.isinf(eps):
+            return _search_protocol(target, None)(eps)
+        return lambda n: histogram_protocol(space, eps, list(taus), histogram_bins(eps, n, space.size, taus))(n)
+
+    def check(eps: float, n: int) -> str | None:
+        bins = histogram_bins(eps, n, space.size, taus)
+        if bins > MAX_LEAVES:
+            return f"{bins:,} bins: OUE reports of that many bits are too large (at most {MAX_LEAVES:,})"
+        return None
+
+    def describe(eps: float, n: int) -> list[str]:
+        bins = histogram_bins(eps, n, space.size, taus)
+        width = bin_width(space.size, bins)
+        r = oracle(eps, -(-space.size // width))
+        every = "every τ" if len(taus) > 1 else "τ"
+        return [f"histogram   {-(-space.size // width):,} bins of {width:,} coin{'s' if width > 1 else ''}; every user "
+                f"reports its bin once by {r.name.upper()}; {every} read from the cumulative sums"]
+
+    return Candidate("histogram", "local", 1, predict, protocol, note="one non-adaptive collection", check=check,
+                     describe=describe, share_n=True, choice_weight=W_HIST)
 
 
 def _shuffle_candidate(target: QuantileTarget) -> Candidate:
     space, taus = target.space, target.taus
-    cand = Candidate("shuffle_nbs", "shuffle", nbs_steps(space.size), None, None, share_n=True)
+    cand = Candidate("shuffle_nbs", "shuffle", nbs_steps(space.size), None, None, share_n=True, choice_weight=W_NBS)
 
     def budget(eps: float, n: int):
         return shuffle_budget(eps, cand.delta, n // len(taus), space.size)
 
     def predict(eps: float, n: int) -> float:
         b = budget(eps, n)
-        return sigma_nbs(max(b.epsilon0, eps), n / len(taus), space.size)
+        return max(sigma_nbs(max(b.epsilon0, eps), n / len(taus), space.size, t) for t in taus)
 
     def check(eps: float, n: int) -> str | None:
         if cand.delta <= 0:
@@ -399,16 +530,42 @@ def _bound_candidate(target: QuantileTarget) -> Candidate:
         parts = [(t, bound_protocol(space, t), (0.0, 1.0)) for t in taus]
         return lambda n: several(parts, n)
 
-    return Candidate("bound", "local", 0, predict, protocol, share_n=True,
+    return Candidate("bound", "local", 0, predict, protocol, share_n=True, choice_weight=W_BOUND,
                      note="asks no user: the domain's minimum or maximum",
                      describe=lambda eps, n: ["bound       every τ is within the predicted rank error of the domain's "
-                                              "minimum or maximum, which is returned without asking anyone"])
+                                              "minimum or maximum, which is returned without asking anyone",
+                                              "charge      none unless another aggregate of the statement asks users: "
+                                              "the reserved ε is refunded before any private read"])
+
+
+def _with_sigma(cand: Candidate) -> Candidate:
+    """The candidate's release carries its predicted σ at the (ε, n) it ran with (``extra['sigma']``), from which
+    the calibrated interval is read."""
+    make = cand.protocol
+
+    def protocol(eps: float):
+        factory = make(eps)
+
+        def run(n: int):
+            est = yield from factory(n)
+            if est is not None and est.extra is not None and not math.isinf(eps):
+                est.extra["sigma"] = cand.predict(eps, n)
+            return est
+        return run
+    cand.protocol = protocol
+    return cand
 
 
 def quantile_candidates(target: QuantileTarget) -> list[Candidate]:
     """The candidates for the release of ``target`` and the quantiles sharing it (listed in the order that wins ties)."""
-    return [_search_candidate(target, "bayess"), _search_candidate(target, "naive_nbs"),
-            _hierarchical_candidate(target), _shuffle_candidate(target), _bound_candidate(target)]
+    out = [_with_sigma(c) for c in [_search_candidate(target, "bayess"), _search_candidate(target, "naive_nbs"),
+           _hierarchical_candidate(target), _histogram_candidate(target), _shuffle_candidate(target),
+           _bound_candidate(target)]]
+    spread = max(t * (1 - t) for t in target.taus)   # one user's indicator variance at F = τ, in rank units
+    for c in out:
+        if c.mechanism != "bound":   # under a users split, a quantile of the users asked stands for all of them
+            c.sampling = lambda population, spread=spread: spread
+    return out
 
 
 register_aggregate(AggregateSpec("LDP_QUANTILE", "LDP_QUANTILE(column, q)",

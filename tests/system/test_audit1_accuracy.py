@@ -69,10 +69,6 @@ def test_a_median_at_the_floor_epsilon_covers_its_90_percent_prediction(tmp_path
     assert claimed <= 0.45 and np.mean(np.array(errors) <= claimed) >= 0.7   # 90% claimed; binomial(30, 0.9) ≥ 0.7
 
 
-@pytest.mark.xfail(strict=True, reason="audit1: the hierarchical quantile's prediction leaves out the sampling error of "
-                   "spreading the users over the tree's levels (~250 per level at n = 2,000): LDP_MEDIAN ACCURACY "
-                   "±0.02 runs hierarchical at ε = 6.1 and its z·RMS rank error was 0.0525 (2.6 a; 54% within ±0.02, "
-                   "100 runs); at EPSILON 20 it predicts ±2e-5 and realises ~0.1")
 def test_a_median_by_accuracy_at_2000_users_is_within_its_accuracy(tmp_path):
     con, incomes = _connect(tmp_path, n=2_000, data_seed=7)
     sql = "SELECT LDP_MEDIAN(income) FROM people ACCURACY ±0.02"
@@ -135,9 +131,6 @@ def test_the_accuracy_line_names_the_group_that_binds():
 
 # ---- 3. users split: sampling error and predicted vs realised ---------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="audit1: EXPLAIN says '(1,000 asked; sampling error included)' for a quantile "
-                   "under a users split, but quantile candidates have no sampling(), so expected_se is the error at "
-                   "the users asked only (the rank error of a half sample, sqrt(q(1-q)(1-s)/(sN)), is left out)")
 def test_a_quantiles_prediction_under_a_users_split_includes_the_sampling_error():
     p = _plan("SELECT LDP_MEAN(income), LDP_MEDIAN(income) FROM people EPSILON 20 OPTIONS (split = 'users')",
               n=2_000, groups=())
