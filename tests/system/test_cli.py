@@ -150,3 +150,35 @@ def test_memory_ledger_is_said_and_the_demo_one_liner_repeats():
 def test_a_seed_needs_evaluation_mode():
     out = ldpql("--demo", "--seed", "3", "-c", "SELECT LDP_MEAN(income) FROM people EPSILON 1")
     assert out.returncode == 1 and "evaluation" in out.stderr
+
+
+# ---- paper cuts (issue 11) ---------------------------------------------------------------------------------------
+
+def test_a_script_and_c_both_run_the_script_first(tmp_path):
+    script = tmp_path / "declare.sql"
+    script.write_text("SHOW TABLES;\n")
+    out = ldpql("--demo", str(script), "-c", "SHOW BUDGET people", "--format", "csv")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if not line.startswith("# ")]
+    assert rows.index("name,kind,source,budget_epsilon,budget_delta") < rows.index("table,budget_epsilon,spent_epsilon,remaining_epsilon,budget_delta,"
+                                           "statements")   # SHOW TABLES (the script), then -c
+
+
+def test_a_syntax_error_in_c_runs_nothing_of_the_script(tmp_path):
+    script = tmp_path / "s.sql"
+    script.write_text("SHOW TABLES;\n")
+    out = ldpql("--demo", str(script), "-c", "SELEC 2")
+    assert out.returncode == 1 and out.stdout == "" and "Parse Error" in out.stderr
+
+
+def test_help_says_how_a_script_and_c_combine():
+    assert "the script runs first" in " ".join(ldpql("--help").stdout.split())
+
+
+def test_the_first_statement_failing_does_not_claim_others_ran():
+    out = ldpql("--demo", "-c", "SELECT LDP_MEAN(incme) FROM people EPSILON 1; SHOW TABLES")
+    assert out.returncode == 1
+    assert "stopped at statement 1 of 2" in out.stderr and "before it ran" not in out.stderr
+    assert "no statement ran" in out.stderr
+    later = ldpql("--demo", "-c", "SHOW TABLES; SELECT LDP_MEAN(incme) FROM people EPSILON 1")
+    assert "stopped at statement 2 of 2" in later.stderr and "the statements before it ran" in later.stderr
