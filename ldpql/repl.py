@@ -400,7 +400,7 @@ DOT_COMMANDS: dict[str, Callable[[ReplState, str], None]] = {
 
 
 # -- completion -------------------------------------------------------------------------------------------------
-_NAME = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_]*)'
+_NAME = r'(?:"(?:[^"]|"")+"|' + ast.IDENT + ")"
 _TABLE_BEFORE = re.compile(r"(?:\bFROM|\bUSE|\bDESCRIBE|\bDESC|\bDROP\s+TABLE|\bALTER\s+TABLE|\bSHOW\s+BUDGET"
                            r"|\bSHOW\s+LEDGER|^\s*\.schema|^\s*\.budget)\s+$", re.I)
 _FROM = re.compile(r"\bFROM\s+(" + _NAME + ")", re.I)
@@ -497,7 +497,7 @@ class LdpqlCompleter(Completer):
         return _matching(word, [(t, "table") for t in self.con.tables()])
 
     def _general(self, before: str, statement: str, event: CompleteEvent) -> Iterable[Completion]:
-        word = re.search(r"[A-Za-z_][A-Za-z0-9_]*$", before)
+        word = re.search(ast.IDENT + r"\Z", before)
         word = word.group(0) if word else ""
         if not word and not event.completion_requested:
             return []
