@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -19,6 +20,7 @@ import ldpql
 from ldpql.grammar import parse
 
 FORMATS = ("table", "csv", "json", "markdown")
+WIDTH = 100   # the table display's width when it does not go to a terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,7 +156,7 @@ def _run_statement(con: ldpql.Connection, stmt, text: str, fmt: str, bar: Progre
         _print_error(e if isinstance(e, ldpql.Error) else internal_error(e), stmt, where)
         return 1
     bar.clear()
-    status = _print_result(result.render(fmt), out)
+    status = _print_result(result.render(fmt, width=shutil.get_terminal_size((WIDTH, 24)).columns), out)
     if status is None and watch.count > seen:  # the statement completed despite Ctrl-C: it is shown, then stop
         return _interrupted(*where, finished=True)
     return status
