@@ -153,7 +153,7 @@ def test_grammar_and_unparser_spell_the_same_name_characters():
     from importlib import resources
 
     grammar = resources.files("ldpql.grammar").joinpath("ldpql.lark").read_text(encoding="utf-8")
-    lark_name = re.compile(re.search(r"^NAME: /(.*)/$", grammar, re.M).group(1))
+    lark_name = re.compile(re.search(r"^NAME: /(.*)/$", grammar, re.MULTILINE).group(1))
     bare = re.compile(ast.IDENT)
     names = [n for c in range(0x21, 0x30000, 7) for n in (chr(c) + "x", "x" + chr(c))]
     assert [n for n in names if bool(lark_name.fullmatch(n)) != bool(bare.fullmatch(n))] == []
