@@ -389,11 +389,11 @@ class Connection:
     def _explain(self, stmt: ast.Explain, text: str) -> Result:
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
             p = self._plan(stmt.select, text, table, sweep if stmt.select.sweep else plan)[0]
+        footer = "nothing was run and no budget was spent"
         if stmt.select.sweep:
-            return Result(p.columns, p.rows, message="\n".join(p.header()), notes=p.notes,
-                          footer="nothing was run and no budget was spent")
-        return Result(["plan"], [(line,) for line in str(p).splitlines()], plan=p,
-                      footer="nothing was run and no budget was spent")
+            return Result(p.columns, p.rows, message="\n".join(p.header()), notes=p.notes, footer=footer)
+        return Result(["plan"], [(line,) for line in str(p).splitlines()], plan=p, footer=footer,
+                      view=Result([], [], message=str(p), footer=footer))   # the table display: the tree itself
 
     def _evaluate(self, stmt: ast.Evaluate, text: str) -> Result:
         if not self.evaluation:

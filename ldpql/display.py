@@ -159,7 +159,8 @@ def render_result(res: ldpql.Result, mode: str = "table", stmt: Any = None, widt
     """What the REPL prints for one statement's result in ``mode``."""
     if mode != "table":
         return [("", res.render(mode))]
-    res = res.view if res.view is not None else res   # the table display's own shape (SHOW LEDGER)
+    if res.view is not None and not isinstance(stmt, ast.Explain):   # EXPLAIN is drawn as a tree below
+        res = res.view                                                 # the table display's own shape (SHOW LEDGER)
     out: Fragments = []
     if res.message:
         out.append(("class:warning" if "NOT private" in res.message else "class:message", res.message + "\n"))

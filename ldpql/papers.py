@@ -35,13 +35,13 @@ PAPERS: dict[str, tuple[str, str, str]] = {
     "erlingsson2014": ("Erlingsson, Pihur and Korolova",
                        "RAPPOR: Randomized Aggregatable Privacy-Preserving Ordinal Response", "CCS 2014"),
     "acharya2019": ("Acharya, Sun and Zhang",
-                    "Hadamard Response: Estimating Distributions Privately, Efficiently, and with Little "
-                    "Communication", "AISTATS 2019"),
+                    ("Hadamard Response: Estimating Distributions Privately, Efficiently, and with Little "
+                     "Communication"), "AISTATS 2019"),
     "warner1965": ("Warner", "Randomized Response: A Survey Technique for Eliminating Evasive Answer Bias",
                    "Journal of the American Statistical Association, 1965"),
     "feldman2021": ("Feldman, McMillan and Talwar",
-                    "Hiding Among the Clones: A Simple and Nearly Optimal Analysis of Privacy Amplification by "
-                    "Shuffling", "FOCS 2021"),
+                    ("Hiding Among the Clones: A Simple and Nearly Optimal Analysis of Privacy Amplification by "
+                     "Shuffling"), "FOCS 2021"),
 }
 
 # the five papers ldpql was built from (the README lists them)

@@ -223,3 +223,12 @@ def test_show_ledger_in_the_repl_fits_its_width():
         text = "".join(t for _, t in render_result(con.sql("SHOW LEDGER"), "table", None, width))
         table = [line for line in text.splitlines() if line[:1] in "┌│├└"]
         assert len(table) == 6 and max(get_cwidth(line) for line in table) <= width
+
+
+def test_explain_prints_its_tree_in_the_table_display():
+    out = ldpql("--demo", "-c", "EXPLAIN SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    lines = out.stdout.splitlines()
+    assert lines[0] == "plan for: SELECT LDP_MEAN(income) FROM people EPSILON 1" and "----" not in out.stdout
+    assert lines[-1] == "nothing was run and no budget was spent"
+    csv_out = ldpql("--demo", "-c", "EXPLAIN SELECT LDP_MEAN(income) FROM people EPSILON 1", "--format", "csv")
+    assert "\nplan\nplan for: SELECT" in csv_out.stdout   # csv keeps one row per line of the plan

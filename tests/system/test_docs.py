@@ -25,8 +25,8 @@ DOCS = ROOT / "docs"
 INTERNAL = re.compile(r"seeds? ?0\d\d|seed-00\d|§|\bspec\b", re.IGNORECASE)
 CALLS = ["LDP_MIN(x)", "LDP_MAX(x)", "LDP_MEDIAN(x)", "LDP_QUANTILE(k, 0.9)", "LDP_HISTOGRAM(c)", "LDP_TOPK(c, 2)",
          "LDP_MODE(c)", "LDP_COUNT_DISTINCT(c)", "LDP_FREQUENCY(c = 'a')", "LDP_MEAN(x)", "LDP_SUM(x)",
-         "LDP_COUNT(x > 3)", "LDP_MEDIAN(x, quantile_mode => 'padding')", "LDP_QUANTILE(x, 0.2, quantile_mode => "
-         "'padding')"]
+         "LDP_COUNT(x > 3)", "LDP_MEDIAN(x, quantile_mode => 'padding')",
+         "LDP_QUANTILE(x, 0.2, quantile_mode => 'padding')"]
 
 
 def _text(fragments) -> str:
