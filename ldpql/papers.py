@@ -51,6 +51,7 @@ FOUNDATIONS = ("fukuchi2019", "aamand2025", "wang2016", "wang2023", "joseph2019"
 MECHANISMS: dict[str, tuple[str, ...]] = {
     "bisect_min": ("fukuchi2019",), "bisect_max": ("fukuchi2019",),
     "laplace_min": ("fukuchi2019",), "laplace_max": ("fukuchi2019",),
+    "buckets_oue": ("wang2017",), "buckets_grr": ("kairouz2016",),   # ldpql's bucket search over an oracle
     "bayess": ("aamand2025",), "naive_nbs": ("aamand2025",), "hierarchical": ("aamand2025",),
     "shuffle_nbs": ("aamand2025", "feldman2021"),
     "ksubset_l2": ("wang2016",), "ksubset_mi": ("wang2016",), "grr": ("kairouz2016",), "oue": ("wang2017",),
@@ -60,7 +61,7 @@ MECHANISMS: dict[str, tuple[str, ...]] = {
 
 # aggregate -> papers of the mechanisms its planner chooses from
 AGGREGATES: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("LDP_MIN", "LDP_MAX"), ("fukuchi2019",)),
+    **dict.fromkeys(("LDP_MIN", "LDP_MAX"), ("fukuchi2019", "wang2017", "kairouz2016")),
     **dict.fromkeys(("LDP_QUANTILE", "LDP_MEDIAN"), ("aamand2025",)),
     **dict.fromkeys(("LDP_HISTOGRAM", "LDP_FREQUENCY", "LDP_TOPK", "LDP_MODE", "LDP_COUNT_DISTINCT"),
                     ("wang2016", "kairouz2016", "wang2017", "erlingsson2014", "acharya2019")),

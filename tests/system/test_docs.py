@@ -77,9 +77,10 @@ def test_explain_and_notes_use_no_internal_labels(small):
 
 
 def test_explain_names_the_paper_of_the_chosen_mechanism(small):
-    for call, authors in [("LDP_MIN(x)", "Fukuchi"), ("LDP_MEDIAN(x)", "Aamand"), ("LDP_MEAN(x)", ""),
-                          ("LDP_COUNT(x > 3)", "Warner")]:
-        text = small.explain(f"SELECT {call} FROM t EPSILON 1")
+    for call, authors in [("LDP_MIN(x) FROM t EPSILON 1 OPTIONS (mechanism = 'bisect_min')", "Fukuchi"),
+                          ("LDP_MEDIAN(x) FROM t EPSILON 1", "Aamand"), ("LDP_MEAN(x) FROM t EPSILON 1", ""),
+                          ("LDP_COUNT(x > 3) FROM t EPSILON 1", "Warner"), ("LDP_MAX(x) FROM t EPSILON 1", "")]:
+        text = small.explain(f"SELECT {call}")
         lines = [line for line in text.splitlines() if "─ paper " in line]
         assert lines and authors in lines[0] and re.search(r"\(.*(19|20)\d\d\)$", lines[0]), text
     hist = small.explain("SELECT LDP_HISTOGRAM(c) FROM t EPSILON 1 OPTIONS (mechanism = 'ksubset_l2')")
