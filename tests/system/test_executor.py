@@ -168,9 +168,9 @@ def test_user_keys_are_the_same_in_every_round(tmp_path, monkeypatch):
 # ---- progress follows the planned schedule (issue 11, paper cuts) ---------------------------------------------------
 
 @pytest.mark.parametrize("sql", [
-    "SELECT LDP_MIN(x) FROM s EPSILON 1",                                        # many exact-aggregate rounds
+    "SELECT LDP_MIN(x) FROM s EPSILON 1 OPTIONS (mechanism = 'bisect_min')",    # many exact-aggregate rounds
     "SELECT LDP_MEDIAN(x), LDP_MEAN(x) FROM s EPSILON 1",                        # two protocols in lockstep
-    "SELECT g, LDP_MAX(x) FROM s GROUP BY g EPSILON 1 OPTIONS (simulation = 'per_user')",
+    "SELECT g, LDP_MAX(x) FROM s GROUP BY g EPSILON 1 OPTIONS (simulation = 'per_user', mechanism = 'bisect_max')",
 ])
 def test_progress_moves_through_the_planned_rounds(sql):
     reports = []
