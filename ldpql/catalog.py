@@ -25,7 +25,7 @@ import duckdb
 from ldpql.errors import CatalogError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name, quote_string
-from ldpql.sources import SourceIdentity, identify
+from ldpql.sources import SourceIdentity, identify, refuse_directory
 
 OTHER = "OTHER"
 INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
@@ -364,6 +364,12 @@ def build_table(stmt: ast.CreateTable, duck: duckdb.DuckDBPyConnection, text: st
     the data it reads (:func:`ldpql.sources.identify`). Reads no private value: only the schema, file
     metadata, row counts and the privacy-unit column (an identifier, public) to refuse duplicated units."""
     from_sql, source_id = source_sql(stmt.source)
+    if stmt.source.kind == "file":
+        try:
+            refuse_directory(stmt.source.text)
+        except CatalogError as e:
+            raise e.with_position(text or stmt.sql(), stmt.source.pos.line or None, stmt.source.pos.column or None,
+                                  len(stmt.source.sql())) from None
     schema = describe_source(from_sql, stmt.source, duck)
     identity = identify(stmt.source, from_sql, duck)
     source_text = stmt.source.text

@@ -1,7 +1,8 @@
 """The ``ldpql`` command: run statements from -c, a script, standard input, or a prompt.
 
-It uses the public API only and holds no privacy logic. A script is parsed whole before anything runs, so a
-syntax error anywhere changes nothing; at run time it stops at the first failing statement and says which.
+It uses the public API only and holds no privacy logic. A script (and -c after it, when both are given) is
+parsed whole before anything runs, so a syntax error anywhere changes nothing; at run time it stops at the first
+failing statement and says which.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -18,13 +20,16 @@ import ldpql
 from ldpql.grammar import parse
 
 FORMATS = ("table", "csv", "json", "markdown")
+WIDTH = 100   # the table display's width when it does not go to a terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ldpql", description="A query engine for local differential privacy.",
-                                epilog='example: ldpql --demo -c "SELECT LDP_HISTOGRAM(city) EPSILON 1 FROM people"')
+                                epilog='examples: ldpql --demo -c "SELECT LDP_HISTOGRAM(city) EPSILON 1 FROM people"; '
+                                       'ldpql declare.sql -c "SHOW TABLES" (the script runs first, then -c)')
     p.add_argument("script", nargs="?", help="a .sql script to run ('-' reads standard input)")
-    p.add_argument("-c", "--command", help="statements to run, separated by ';'")
+    p.add_argument("-c", "--command", help="statements to run, separated by ';'. With a script too, the script "
+                   "runs first, then these (both are parsed before anything runs)")
     p.add_argument("--ledger", help="budget ledger file (SQLite; created if missing), which also keeps the owner's "
                    "declarations. Default: $LDPQL_LEDGER, else $XDG_DATA_HOME/ldpql/ledger.ldpql or "
                    "~/.local/share/ldpql/ledger.ldpql; ':memory:' keeps nothing (and says so). With --demo and no "
@@ -110,20 +115,23 @@ def _interrupted(i: int, n: int, finished: bool) -> int:
     return INTERRUPTED
 
 
-def run_script(con: ldpql.Connection, text: str, fmt: str, bar: ProgressBar, out=sys.stdout,
+def run_script(con: ldpql.Connection, text: str | list[str], fmt: str, bar: ProgressBar, out=sys.stdout,
                watch: InterruptWatch | None = None) -> int:
-    """Run every statement of ``text``; print results; return the exit status (0 ok, 1 error, 130 Ctrl-C).
+    """Run every statement of ``text`` (or of several texts, in order, as one script); print results; return the
+    exit status (0 ok, 1 error, 130 Ctrl-C).
 
-    Never raises for bad input: an ldpql.Error is printed (with its caret and hint), any other exception is
-    reported as an internal error without a traceback, and Ctrl-C stops the script with status 130."""
+    Every text is parsed before anything runs. Never raises for bad input: an ldpql.Error is printed (with its
+    caret and hint), any other exception is reported as an internal error without a traceback, and Ctrl-C stops
+    the script with status 130."""
+    texts = [text] if isinstance(text, str) else list(text)
     try:
-        statements = parse(text)
+        statements = [(stmt, t) for t in texts for stmt in parse(t)]
     except ldpql.Error as e:
         print(e, file=sys.stderr)
         return 1
     with contextlib.nullcontext(watch) if watch else InterruptWatch() as w:
-        for i, stmt in enumerate(statements, 1):
-            status = _run_statement(con, stmt, text, fmt, bar, out, w, (i, len(statements)))
+        for i, (stmt, t) in enumerate(statements, 1):
+            status = _run_statement(con, stmt, t, fmt, bar, out, w, (i, len(statements)))
             if status is not None:
                 return status
     return 0
@@ -148,7 +156,7 @@ def _run_statement(con: ldpql.Connection, stmt, text: str, fmt: str, bar: Progre
         _print_error(e if isinstance(e, ldpql.Error) else internal_error(e), stmt, where)
         return 1
     bar.clear()
-    status = _print_result(result.render(fmt), out)
+    status = _print_result(result.render(fmt, width=shutil.get_terminal_size((WIDTH, 24)).columns), out)
     if status is None and watch.count > seen:  # the statement completed despite Ctrl-C: it is shown, then stop
         return _interrupted(*where, finished=True)
     return status
@@ -157,7 +165,9 @@ def _run_statement(con: ldpql.Connection, stmt, text: str, fmt: str, bar: Progre
 def _print_error(e: ldpql.Error, stmt, where: tuple[int, int]) -> None:
     i, n = where
     at = f"statement {i} of {n}" + (f" (line {stmt.pos.line})" if stmt.pos.line else "")
-    print(f"{e}\n(stopped at {at}; the statements before it ran)" if n > 1 else e, file=sys.stderr)
+    if n > 1:   # whether anything ran before it: only statements before the first one can have
+        at += "; the statements before it ran" if i > 1 else "; no statement ran"
+    print(f"{e}\n(stopped at {at})" if n > 1 else e, file=sys.stderr)
 
 
 def _print_result(rendered: str, out) -> int | None:
@@ -215,17 +225,19 @@ def _main(args: argparse.Namespace, watch: InterruptWatch) -> int:
     con = _open(args, display or bar)
     if con is None:
         return 1
-    if args.command is not None:
-        return run_script(con, args.command, args.format, bar, watch=watch)
+    texts = []   # the script (a file, or '-' for standard input), then -c: both run, in that order
     if args.script and args.script != "-":
         try:
-            text = con.read_script(args.script)
+            texts.append(con.read_script(args.script))
         except ldpql.Error as e:
             print(e, file=sys.stderr)
             return 1
-        return run_script(con, text, args.format, bar, watch=watch)
-    if args.script == "-" or not sys.stdin.isatty():
-        return run_script(con, sys.stdin.read(), args.format, bar, watch=watch)
+    elif args.script == "-" or (args.command is None and not sys.stdin.isatty()):
+        texts.append(sys.stdin.read())
+    if args.command is not None:
+        texts.append(args.command)
+    if texts:
+        return run_script(con, texts, args.format, bar, watch=watch)
     if interactive:
         return repl.run(con, progress=display, history=args.history, fmt=args.format)
     return prompt(con, args.format, bar)

@@ -395,11 +395,11 @@ class Connection:
     def _explain(self, stmt: ast.Explain, text: str) -> Result:
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
             p = self._plan(stmt.select, text, table, sweep if stmt.select.sweep else plan)[0]
+        footer = "nothing was run and no budget was spent"
         if stmt.select.sweep:
-            return Result(p.columns, p.rows, message="\n".join(p.header()), notes=p.notes,
-                          footer="nothing was run and no budget was spent")
-        return Result(["plan"], [(line,) for line in str(p).splitlines()], plan=p,
-                      footer="nothing was run and no budget was spent")
+            return Result(p.columns, p.rows, message="\n".join(p.header()), notes=p.notes, footer=footer)
+        return Result(["plan"], [(line,) for line in str(p).splitlines()], plan=p, footer=footer,
+                      view=Result([], [], message=str(p), footer=footer))   # the table display: the tree itself
 
     def _evaluate(self, stmt: ast.Evaluate, text: str) -> Result:
         if not self.evaluation:
@@ -449,8 +449,9 @@ class Connection:
         source = self.catalog.get(stmt.table, stmt.pos, text).ledger_key if stmt.table else None
         rows = [(c.id, c.time, c.kind, c.table_name, c.statement, c.predicate or "all users", c.epsilon, c.epsilon0,
                  c.delta, c.status) for c in self.ledger.charges(source)]
+        notes = [f"ledger: {self.ledger.path}"]
         return Result(["id", "time", "kind", "table", "statement", "users", "epsilon", "epsilon0", "delta", "status"],
-                      rows, notes=[f"ledger: {self.ledger.path}"])
+                      rows, notes=notes, view=_ledger_view(rows, notes))
 
     def _use(self, stmt: ast.Use, text: str) -> Result:
         self.catalog.use(stmt.table)
@@ -536,6 +537,24 @@ def create_statement(table: cat.Table) -> str:
     if table.rounds:
         clauses.append(f"ROUNDS {table.rounds}")
     return f"CREATE TABLE {ast.quote_name(table.name)} FROM {source} ({', '.join(cols)}) {' '.join(clauses)}"
+
+
+def _ledger_view(rows: list[tuple], notes: list[str]) -> Result:
+    """SHOW LEDGER as the table display shows it, to fit about 100 columns: the time to the minute, the status
+    beside the kind only when it is not the usual one, the table only when rows differ in it, ε0 and δ only when
+    some row has one, and the statement last, cut to the width (csv and json keep every column in full)."""
+    usual = {"query": "committed"}
+    tables = {r[3] for r in rows}
+    extra = [j for j in (7, 8) if any(r[j] for r in rows)]
+    names = ["id", "time", "kind"] + (["table"] if len(tables) > 1 else []) + ["epsilon"] + \
+        [("epsilon0", "delta")[j - 7] for j in extra] + ["users", "statement"]
+    view = [(r[0], str(r[1])[:16].replace("T", " "),
+             r[2] if r[9] == usual.get(r[2], "logged") else f"{r[2]}, {r[9]}",
+             *([r[3]] if len(tables) > 1 else []), r[6], *[r[j] for j in extra], r[5], " ".join(str(r[4]).split()))
+            for r in rows]
+    said = ["times in UTC; text cut with '…' to fit: --format csv or json shows every column whole"] + \
+        ([f"table: {tables.pop()}"] if len(tables) == 1 else [])
+    return Result(names, view, cut=("statement", "users"), notes=said + notes)
 
 
 def _guard(fn: Callable, *args, **kwargs):

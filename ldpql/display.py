@@ -89,14 +89,17 @@ def _width(fragments: Fragments) -> int:
     return sum(get_cwidth(t) for _, t in fragments)
 
 
-def _fit(headers: list[Fragments], columns: list[list[Fragments]], widths: list[int], limit: int) -> None:
-    """Shrink the widest plain-text columns, cutting their cells with '…', until the table fits ``limit``."""
+def _fit(headers: list[Fragments], columns: list[list[Fragments]], widths: list[int], limit: int,
+         allowed: set[int] | None = None) -> None:
+    """Shrink the widest plain-text columns (of ``allowed`` ones, when given), cutting their cells with '…', until
+    the table fits ``limit``."""
     while (excess := sum(widths) + 3 * len(widths) + 1 - limit) > 0:
-        plain = [j for j, col in enumerate(columns) if widths[j] > 12 and all(len(c) == 1 for c in col)]
+        plain = [j for j, col in enumerate(columns) if widths[j] > 12 and all(len(c) == 1 for c in col)
+                 and (allowed is None or j in allowed)]
         if not plain:
             return
-        j = max(plain, key=lambda k: widths[k])
-        widths[j] = max(12, widths[j] - excess)
+        j = max(plain, key=lambda k: widths[k])   # the widest first, never below the next widest (balanced)
+        widths[j] = max(12, widths[j] - excess, min(widths[j] - 1, max([widths[k] for k in plain if k != j] + [0])))
         for cell in [headers[j]] + columns[j]:
             style, text = cell[0]
             if get_cwidth(text) > widths[j]:
@@ -114,7 +117,7 @@ def render_table(res: ldpql.Result, width: int | None = None) -> Fragments:
     columns = [_column_cells(res, j, c in hist) for j, c in enumerate(res.columns)]
     widths = [max([get_cwidth(c)] + [_width(cell) for cell in col]) for c, col in zip(res.columns, columns)]
     if width:
-        _fit(headers, columns, widths, width)
+        _fit(headers, columns, widths, width, {j for j, c in enumerate(res.columns) if c in res.cut} or None)
     numeric = [all(isinstance(r[j], (int, float)) or r[j] is None for r in res.fetchall())
                for j in range(len(res.columns))]
 
@@ -156,6 +159,8 @@ def render_result(res: ldpql.Result, mode: str = "table", stmt: Any = None, widt
     """What the REPL prints for one statement's result in ``mode``."""
     if mode != "table":
         return [("", res.render(mode))]
+    if res.view is not None and not isinstance(stmt, ast.Explain):   # EXPLAIN is drawn as a tree below
+        res = res.view                                                 # the table display's own shape (SHOW LEDGER)
     out: Fragments = []
     if res.message:
         out.append(("class:warning" if "NOT private" in res.message else "class:message", res.message + "\n"))

@@ -123,6 +123,7 @@ class Executor:
         self.duck = duck
         self.progress = progress
         self.touched = False
+        self._at, self._planned = (0, 0, 1), 1   # (round, batch, batches in it) and the rounds planned (progress)
         self.cache: dict[str, dict[int, np.ndarray]] | None = None  # exact-path histograms (EVALUATE reuses)
 
     def run(self, plan: Plan, cells: list[Cell], entropy: int) -> dict[tuple[int, int], Estimate]:
@@ -150,11 +151,13 @@ class Executor:
         return self._loop(plan, tasks, entropy)
 
     def _loop(self, plan: Plan, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
-        step = 0
+        step, self._planned = 0, planned_rounds(plan)
         while pending := [t for t in tasks if t.result is None]:
             self._check_spend(plan, pending)
             seen: dict[int, int] = {}
-            for key, group in _batches(pending).items():
+            batches = _batches(pending)
+            for b, (key, group) in enumerate(batches.items()):
+                self._at = (step, b, len(batches))   # where the progress display is in the planned schedule
                 k = seen[key[0]] = seen.get(key[0], -1) + 1  # batches of one aggregate in one step: own streams
                 spawn = (key[0], step) if k == 0 else (key[0], step, k)
                 rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=spawn)))
@@ -322,8 +325,21 @@ class Executor:
                                                                   gens[0]), counts[c]) for c in rounds}
 
     def _report(self, message: str, fraction: float = 0.0) -> None:
-        if self.progress is not None:
-            self.progress(fraction, message)
+        """Tell the progress callback how far the statement is in its planned schedule: rounds done, plus
+        ``fraction`` of the current round's batch, out of the rounds the plan said it would take (public; an
+        adaptive protocol that stops early jumps to the end, one that runs longer stays at 99%)."""
+        if self.progress is None:
+            return
+        step, b, batches = self._at
+        done = (step + (b + min(max(fraction, 0.0), 1.0)) / batches) / self._planned
+        of = f" of {self._planned}" if step < self._planned else ""
+        self.progress(min(done, 1.0) if step < self._planned else 0.99, message.replace(f"round {step + 1} ", f"round {step + 1}{of} ", 1))
+
+
+def planned_rounds(plan: Plan) -> int:
+    """How many sequential rounds the plan expects to run (its aggregates run in lockstep): the most any chosen
+    protocol plans, at least 1."""
+    return max([a.chosen.rounds for a in plan.aggregates if a.source is None and a.chosen is not None] + [1])
 
 
 def _batches(pending: list[_Task]) -> dict[tuple, list[_Task]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import sqlite3
 import zlib
@@ -286,9 +287,10 @@ class Ledger:
             left, budget = self._left(source_id, users)
             if not fits(epsilon, left):
                 raise BudgetExceededError(refusal_message(table, epsilon, max(left, 0.0), budget),
-                                          hint=_refusal_hint(left), context={"requested": epsilon, "table": table,
+                                          hint=refusal_hint(left), context={"requested": epsilon, "table": table,
                                                                              "remaining": max(left, 0.0),
-                                                                             "budget": budget})
+                                                                             "budget": budget,
+                                                                             "fits": fitting_epsilon(left)})
             delta_left = self.remaining_delta(source_id)
             if delta > 0 and not fits(delta, delta_left):
                 raise BudgetExceededError(f"this statement needs δ = {_fmt(delta)} of `{table}`, but only δ = "
@@ -398,12 +400,30 @@ def _ids(users) -> np.ndarray | None:
     return users if len(users) < 2 or bool(np.all(users[1:] > users[:-1])) else np.unique(users)  # positions: sorted
 
 
-def _refusal_hint(left: float) -> str:
-    if left <= 0:
+def fitting_epsilon(remaining: float) -> float | None:
+    """The ε to suggest when a statement is refused: what remains, written with at most 3 significant digits
+    (rounded down unless rounding to nearest still fits), or None when nothing remains.
+
+    >>> fitting_epsilon(0.5), fitting_epsilon(4 / 3), fitting_epsilon(0.0999999999999), fitting_epsilon(0.0)
+    (0.5, 1.33, 0.1, None)
+    """
+    if not remaining > 0 or not math.isfinite(remaining):
+        return None
+    nearest = float(f"{remaining:.3g}")
+    if fits(nearest, remaining):
+        return nearest
+    step = 10.0 ** (math.floor(math.log10(remaining)) - 2)
+    return float(f"{math.floor(remaining / step) * step:.3g}")
+
+
+def refusal_hint(remaining: float) -> str:
+    """The budget refusal's hint: an EPSILON that would fit, when one would (a contract pinned by tests)."""
+    eps = fitting_epsilon(remaining)
+    if eps is None:
         return "nothing remains for these users; a WHERE over other users may still fit (SHOW BUDGET shows the " \
                "most-charged user's)"
-    return f"use EPSILON {_fmt(left * (1 - 1e-6))} or less, or EXPLAIN to compare plans; only the data owner can " \
-           "raise a budget (ALTER TABLE, logged)"
+    return f"EPSILON {_fmt(eps)} would fit (what remains for the most-charged user it covers); EXPLAIN compares " \
+           "plans at that ε; only the data owner can raise a budget (ALTER TABLE, logged)"
 
 
 class _Immediate:

@@ -18,11 +18,15 @@ from pygments.lexer import RegexLexer, words
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String, Text, Whitespace)
 
 import ldpql
+from ldpql.grammar.ast import IDENT, IDENT_CONT
 
 __all__ = ["LdpqlLexer", "input_complete", "scan", "last_significant"]
 
 # Words that only the REPL (not the language) knows.
 REPL_WORDS = ("HELP", "DESC")
+
+
+_WORD_END = f"(?![{IDENT_CONT}])"   # a keyword is a whole word: `SELECTé` is a name, as in DuckDB
 
 
 def _keywords() -> tuple[str, ...]:
@@ -51,11 +55,12 @@ class LdpqlLexer(RegexLexer):
             (r"'(?:[^']|'')*'?", String.Single),                    # 'text' (open strings while typing)
             (r'"(?:[^"]|"")*"?', Name.Variable),                    # "quoted name"
             (r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:e[-+]?\d+)?\b", Number),
-            (words(_aggregates(), suffix=r"\b"), Name.Function),
-            (r"LDP_[A-Za-z0-9_]*\b", Name.Function),
-            (words(_keywords(), suffix=r"\b"), Keyword),
-            (r"[A-Za-z_][A-Za-z0-9_]*", Name),
-            (r"=>|<>|!=|<=|>=|±|[=<>*+\-/]", Operator),
+            (words(_aggregates(), suffix=_WORD_END), Name.Function),
+            (rf"LDP_[{IDENT_CONT}]*", Name.Function),
+            (words(_keywords(), suffix=_WORD_END), Keyword),
+            (r"±", Operator),                                       # ACCURACY ±a (before names: ± is a letter to DuckDB)
+            (IDENT, Name),                                          # names as DuckDB reads them (größe, 名前)
+            (r"=>|<>|!=|<=|>=|[=<>*+\-/]", Operator),
             (r"[(),;.]", Punctuation),
             (r".", Text),
         ],

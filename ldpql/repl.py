@@ -43,6 +43,7 @@ from ldpql.display import (BAR_WIDTH, Fragments, format_estimate, histogram_colu
 from ldpql.cli import InterruptWatch, internal_error
 from ldpql.grammar import ast, parse
 from ldpql.lexer import LdpqlLexer, input_complete, scan
+from ldpql.papers import aggregate_papers
 
 MODES = ("table", "csv", "json", "markdown")
 PROMPT, CONTINUATION = "ldpql> ", "  ...> "
@@ -201,6 +202,7 @@ def _help_topic(topic: str) -> Fragments:
         same = [n for n, (s, d) in funcs.items() if d == doc and n != key.upper()]
         out: Fragments = [("class:help.name", sig), ("", f"\n  {doc}\n  example: SELECT {sig} FROM t EPSILON 1;")]
         out += [("", "\n")] + _section("named arguments (name => value)", ldpql.function_arguments(key))
+        out += _section("papers", [("", p) for p in aggregate_papers(key)]) if aggregate_papers(key) else []
         return out + ([("class:note", f"\n  same as: {', '.join(same)}")] if same else [])
     if key.upper() in STATEMENTS:
         syntax, doc = STATEMENTS[key.upper()]
@@ -400,7 +402,7 @@ DOT_COMMANDS: dict[str, Callable[[ReplState, str], None]] = {
 
 
 # -- completion -------------------------------------------------------------------------------------------------
-_NAME = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_]*)'
+_NAME = r'(?:"(?:[^"]|"")+"|' + ast.IDENT + ")"
 _TABLE_BEFORE = re.compile(r"(?:\bFROM|\bUSE|\bDESCRIBE|\bDESC|\bDROP\s+TABLE|\bALTER\s+TABLE|\bSHOW\s+BUDGET"
                            r"|\bSHOW\s+LEDGER|^\s*\.schema|^\s*\.budget)\s+$", re.I)
 _FROM = re.compile(r"\bFROM\s+(" + _NAME + ")", re.I)
@@ -497,7 +499,7 @@ class LdpqlCompleter(Completer):
         return _matching(word, [(t, "table") for t in self.con.tables()])
 
     def _general(self, before: str, statement: str, event: CompleteEvent) -> Iterable[Completion]:
-        word = re.search(r"[A-Za-z_][A-Za-z0-9_]*$", before)
+        word = re.search(ast.IDENT + r"\Z", before)
         word = word.group(0) if word else ""
         if not word and not event.completion_requested:
             return []

@@ -20,8 +20,13 @@ class Result:
 
     def __init__(self, columns: Sequence[str], rows: Sequence[tuple], intervals: Sequence[Sequence] | None = None,
                  plan: Any = None, epsilon_spent: float = 0.0, message: str = "", notes: Sequence[str] = (),
-                 footer: str = "", elapsed: float = 0.0):
+                 footer: str = "", elapsed: float = 0.0, view: Result | None = None, cut: Sequence[str] = ()):
         self.columns = list(columns)
+        # display only: ``view`` is what the 'table' display shows instead (fewer or shorter columns; SHOW LEDGER),
+        # ``cut`` the columns that display may shorten with '…' to fit its width. csv, json and markdown, like
+        # fetchall(), always give every column in full.
+        self.view = view
+        self.cut = tuple(cut)
         self._rows = [tuple(r) for r in rows]
         self._intervals = [list(i) for i in intervals] if intervals is not None else \
             [[None] * len(self.columns) for _ in self._rows]
@@ -75,13 +80,16 @@ class Result:
         """Print the rows (estimates with their intervals), then the footer."""
         print(self.render(fmt))
 
-    def render(self, fmt: str = "table") -> str:
-        """The result as text: 'table' (aligned, intervals as ±), 'csv', 'json' or 'markdown'."""
+    def render(self, fmt: str = "table", width: int | None = None) -> str:
+        """The result as text: 'table' (aligned, intervals as ±; its ``view`` if it has one, at most ``width``
+        characters wide where columns may be cut), 'csv', 'json' or 'markdown'."""
         if fmt == "csv":
             return _csv(self)
         if fmt == "json":
             return _json(self)
-        body = _table(self, markdown=fmt == "markdown") if self.columns else ""
+        if fmt == "table" and self.view is not None:
+            return self.view.render(fmt, width)
+        body = _table(self, markdown=fmt == "markdown", width=width if fmt == "table" else None) if self.columns else ""
         parts = [p for p in (self.message, body, *self.notes, self.footer) if p]
         return "\n".join(parts)
 
@@ -112,7 +120,23 @@ def _fmt_cell(v: Any, iv: Interval | None) -> str:
     return f"{_fmt_value(v)} [{_fmt_value(iv[0])}, {_fmt_value(iv[1])}]"
 
 
-def _table(r: Result, markdown: bool = False) -> str:
+CUT_MIN = 9   # a cut column keeps at least this many characters
+
+
+def _fit(header: list[str], cells: list[list[str]], widths: list[int], cut: list[int], limit: int) -> None:
+    """Shorten the widest of the ``cut`` columns, with '…', until the plain table fits ``limit`` characters."""
+    while (excess := sum(widths) + 2 * (len(widths) - 1) - limit) > 0:
+        wide = [j for j in cut if widths[j] > CUT_MIN]
+        if not wide:
+            return
+        j = max(wide, key=lambda k: widths[k])   # the widest first, never below the next widest (balanced)
+        widths[j] = max(CUT_MIN, widths[j] - excess, min(widths[j] - 1, max([widths[k] for k in wide if k != j] + [0])))
+        for row in [header] + cells:
+            if len(row[j]) > widths[j]:
+                row[j] = row[j][:widths[j] - 1] + "…"
+
+
+def _table(r: Result, markdown: bool = False, width: int | None = None) -> str:
     confidences = {iv[2] for row in r._intervals for iv in row if iv}
     header = list(r.columns)
     if confidences:
@@ -120,6 +144,8 @@ def _table(r: Result, markdown: bool = False) -> str:
         header = [c + (conf if any(row[i] for row in r._intervals) else "") for i, c in enumerate(header)]
     cells = [[_fmt_cell(v, iv) for v, iv in zip(row, ivs)] for row, ivs in zip(r._rows, r._intervals)]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(header)]
+    if width and r.cut:
+        _fit(header, cells, widths, [i for i, c in enumerate(r.columns) if c in r.cut], width)
     numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in r._rows) for i in range(len(header))]
 
     def line(vals):

@@ -13,6 +13,7 @@ content is hashed: the hash never leaves the ledger's keys and fingerprint.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -111,6 +112,37 @@ def identify(src: ast.Source, from_sql: str, duck: duckdb.DuckDBPyConnection, fr
 
 
 # ---- files ------------------------------------------------------------------------------------------------
+
+DATA_EXTENSIONS = (".parquet", ".csv", ".tsv", ".json", ".ndjson", ".jsonl")   # what DuckDB's readers read
+
+
+def refuse_directory(path: str) -> None:
+    """A CatalogError when ``path`` is a directory (DuckDB reads files), whose hint names a glob over the kind of
+    data file the directory holds most (``data/*.parquet``; ``data/**/*.csv`` when they sit in subfolders)."""
+    real = os.path.expanduser(path)
+    if _URL.match(path) or not os.path.isdir(real):
+        return
+    found: dict[str, int] = {}
+    for depth, pattern in enumerate(("*", os.path.join("*", "*"))):
+        for f in glob.iglob(os.path.join(glob.escape(real), pattern)):
+            ext = _data_extension(f)
+            if ext and os.path.isfile(f):
+                found[(depth, ext)] = found.get((depth, ext), 0) + 1
+        if found:
+            break
+    depth, ext = max(found, key=lambda k: (found[k], -DATA_EXTENSIONS.index(k[1]))) if found else (0, ".parquet")
+    suggestion = os.path.join(path, "**" if depth else "", "*" + ext)
+    what = f"the {ext[1:]} files it holds" if found else "its files (it holds no CSV, parquet or JSON file)"
+    raise CatalogError(f"'{path}' is a directory; a source names files",
+                       hint=f"name {what} with a glob, e.g. '{suggestion}'")
+
+
+def _data_extension(path: str) -> str | None:
+    name = path.lower()
+    for comp in (".gz", ".zst"):
+        name = name.removesuffix(comp)
+    return next((e for e in DATA_EXTENSIONS if name.endswith(e)), None)
+
 
 def _files(pattern: str, duck: duckdb.DuckDBPyConnection, reads: _Reads) -> None:
     """Every file a path or glob matches, with DuckDB's own glob (the semantics of its readers)."""

@@ -27,7 +27,16 @@ def _pos() -> Pos:
     return field(default_factory=Pos, compare=False, repr=False)
 
 
-_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Unquoted identifiers as DuckDB's scanner (PostgreSQL's) reads them: a letter, '_' or any non-ASCII character,
+# then those, digits or '$' (`größe`, `café`, `名前`, `x$1`). DuckDB first turns the Unicode spaces below into
+# blanks, so they separate words and belong to no name. ldpql.lark spells the same classes (a test keeps them equal).
+UNICODE_SPACES = "\u00a0\u2000-\u200b\u202f\u205f\u2060\u3000\ufeff"
+# written as negated classes (every character but ASCII punctuation and those spaces), which lark's strict-mode
+# collision check (interegular) handles at once, where spelt-out Unicode ranges take it minutes
+IDENT_START = "^\\x00-\\x40\\x5b-\\x5e\\x60\\x7b-\\x7f" + UNICODE_SPACES
+IDENT_CONT = "^\\x00-\\x23\\x25-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\x7f" + UNICODE_SPACES
+IDENT = f"[{IDENT_START}][{IDENT_CONT}]*"
+_BARE = re.compile(IDENT + r"\Z")
 
 # How deeply an expression may nest (parentheses, NOT, an AND inside an OR ...). A chain of one operator
 # (a OR b OR c ...) counts as one level however long it is. The limit keeps every walk over an expression

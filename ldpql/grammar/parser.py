@@ -24,6 +24,9 @@ _TERMINALS = {"NAME": "a name", "QUOTED_NAME": "a quoted name", "STRING": "a 'st
               "INTEGER": "INTEGER", "PLUSMINUS": "±"}
 
 
+_NAME_CHAR = re.compile(f"[{ast.IDENT_CONT}]")
+
+
 class _GluedKeyword(Exception):
     """A keyword immediately followed by name characters (`BUDGETS`): the lexer split one word in two."""
 
@@ -41,7 +44,7 @@ class _WholeWords:
         prev = None
         for tok in stream:
             if prev is not None and prev.end_pos == tok.start_pos and str(prev).isalpha() \
-                    and prev.type not in ("NAME", "QUOTED_NAME", "STRING") and (str(tok)[:1].isalnum() or str(tok)[:1] == "_"):
+                    and prev.type not in ("NAME", "QUOTED_NAME", "STRING") and _NAME_CHAR.match(str(tok)[:1]):
                 raise _GluedKeyword(prev, str(prev) + str(tok))
             yield tok
             prev = tok

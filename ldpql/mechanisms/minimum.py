@@ -621,6 +621,6 @@ def laplace_protocol(n: int, epsilon: float, encoding: Encoding, half: float, mi
         return Estimate(nan, nan, note="no users")
     m = float(randomizer.estimate(reply.summary, reply.n)[0])
     value = mid + half * (-m if negate else m)
-    note = ("naive Laplace baseline (spec §2.6): no interval; the noisy extreme lies about "
+    note = ("naive Laplace baseline (Fukuchi et al. 2019): no interval; the noisy extreme lies about "
             f"{half * laplace_error(reply.n, epsilon):.4g} beyond the true one, outside the domain")
     return Estimate(np.array([value]), np.full(1, np.nan), note=note if not math.isinf(epsilon) else "")

@@ -353,7 +353,7 @@ def extreme_candidates(t: ExtremeTarget) -> list[Candidate]:
         return lambda n: laplace_protocol(n, eps, t.encoding, half, t.affine[1], t.negate)
 
     lap = Candidate(f"laplace_{t.kind}", "local", 1, laplace_predict, laplace,
-                    note="spec §2.6, all users at the extreme", check=laplace_check)
+                    note="the naive baseline, all users at the extreme", check=laplace_check)
     lap.predicts = "mean_abs"
     bisect.aliases = ("bisect",)
     # listed first: at EPSILON INF every prediction is 0 and the first wins, and the noise-off bisection is the
@@ -524,7 +524,7 @@ def explain_lines(t: ExtremeTarget, eps: float, n: int) -> list[str]:
     return lines
 
 
-NAMED_ARGS = {"alpha": "a known lower bound α on the tail exponent (spec seed 000 §2.3); default: α unknown"}
+NAMED_ARGS = {"alpha": "a known lower bound α on the tail exponent of the data near the extreme (Fukuchi et al. 2019); default: α unknown"}
 register_aggregate(AggregateSpec("LDP_MIN", "LDP_MIN(column [, alpha => a])",
                                  "a low extreme of a bounded numeric column: a point with at most about γ of the users below it", "min",
                                  resolve_extreme, extreme_candidates, named_args=NAMED_ARGS,

@@ -13,6 +13,7 @@ import numpy as np
 from ldpql.catalog import Table
 from ldpql.grammar import ast
 from ldpql.mechanisms import Encoding, Estimate, Protocol
+from ldpql.papers import mechanism_papers
 
 
 @dataclass
@@ -284,6 +285,7 @@ def _aggregate_lines(a: AggregatePlan, p: Plan, head: str, pad: str) -> list[str
     out = [f"{head}{a.output} = {a.call.sql()}",
            f"{pad}├─ domain      {a.target.domain_text}",
            f"{pad}├─ mechanism * {c.mechanism}: {c.model}, {c.rounds} round(s), ε = {_eps(a.epsilon)}, {users}",
+           *[f"{pad}├─ paper       {cited}" for cited in mechanism_papers(c.mechanism)],
            *_predicted_lines(a, p, pad)]
     if c.describe is not None:
         n_a = max(int(p.n * share), 1)

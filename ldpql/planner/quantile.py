@@ -200,7 +200,7 @@ def _choices(call: ast.Call, text: str) -> tuple:
     its epsilon => and mechanism => arguments, if any (calls that differ in them need separate releases)."""
     out = []
     for name, allowed, hint in (
-            ("quantile_mode", QUANTILE_MODES, "'padding' is the paper's reduction to the median (spec §2.6)"),
+            ("quantile_mode", QUANTILE_MODES, "'padding' is the reduction to the median of Aamand et al. (ICML 2025)"),
             ("postprocess", POSTPROCESS, "'none' reads the hierarchical mechanism's raw node estimates (the paper)")):
         arg = next((a for a in call.named if a.name == name), None)
         if arg is not None and arg.value.value not in allowed:
@@ -412,7 +412,7 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
                     f"BayesLearn in <= {b.rounds1} + {b.rounds2} rounds, then NaiveNBS over <= 26 coins")
         return _quantiles_line(taus, n) + [line] + [
             f"padding     τ = {t:g}: the median of the users and {padding_users(m, t):,} virtual ones at the domain's "
-            f"{'minimum' if t < 0.5 else 'maximum'}, their answers simulated through the same RR (spec §2.6)"
+            f"{'minimum' if t < 0.5 else 'maximum'}, their answers simulated through the same RR"
             for t in padded]
 
     return Candidate(mechanism, "local", rounds, predict, _search_protocol(target, make), check=check,

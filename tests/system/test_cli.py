@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -11,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
+import ldpql as ldpql_api
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def ldpql(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def ldpql(*args: str, stdin: str | None = None, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
     exe = shutil.which("ldpql")
     cmd = [exe] if exe else [sys.executable, "-m", "ldpql"]
-    return subprocess.run(cmd + list(args), input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(cmd + list(args), input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env={**os.environ, **(env or {})})
 
 
 def test_the_readme_first_command_runs_on_the_demo():
@@ -150,3 +154,81 @@ def test_memory_ledger_is_said_and_the_demo_one_liner_repeats():
 def test_a_seed_needs_evaluation_mode():
     out = ldpql("--demo", "--seed", "3", "-c", "SELECT LDP_MEAN(income) FROM people EPSILON 1")
     assert out.returncode == 1 and "evaluation" in out.stderr
+
+
+# ---- paper cuts (issue 11) ---------------------------------------------------------------------------------------
+
+def test_a_script_and_c_both_run_the_script_first(tmp_path):
+    script = tmp_path / "declare.sql"
+    script.write_text("SHOW TABLES;\n")
+    out = ldpql("--demo", str(script), "-c", "SHOW BUDGET people", "--format", "csv")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if not line.startswith("# ")]
+    assert rows.index("name,kind,source,budget_epsilon,budget_delta") < rows.index("table,budget_epsilon,spent_epsilon,remaining_epsilon,budget_delta,"
+                                           "statements")   # SHOW TABLES (the script), then -c
+
+
+def test_a_syntax_error_in_c_runs_nothing_of_the_script(tmp_path):
+    script = tmp_path / "s.sql"
+    script.write_text("SHOW TABLES;\n")
+    out = ldpql("--demo", str(script), "-c", "SELEC 2")
+    assert out.returncode == 1 and out.stdout == "" and "Parse Error" in out.stderr
+
+
+def test_help_says_how_a_script_and_c_combine():
+    assert "the script runs first" in " ".join(ldpql("--help").stdout.split())
+
+
+def test_the_first_statement_failing_does_not_claim_others_ran():
+    out = ldpql("--demo", "-c", "SELECT LDP_MEAN(incme) FROM people EPSILON 1; SHOW TABLES")
+    assert out.returncode == 1
+    assert "stopped at statement 1 of 2" in out.stderr and "before it ran" not in out.stderr
+    assert "no statement ran" in out.stderr
+    later = ldpql("--demo", "-c", "SHOW TABLES; SELECT LDP_MEAN(incme) FROM people EPSILON 1")
+    assert "stopped at statement 2 of 2" in later.stderr and "the statements before it ran" in later.stderr
+
+
+def test_show_ledger_fits_100_columns_and_csv_keeps_everything(tmp_path):
+    ledger = str(tmp_path / "b.ldpql")
+    long_where = " AND ".join(f"region <> 'r{i}'" for i in range(12))
+    setup = (f"SELECT LDP_MEAN(income), LDP_HISTOGRAM(city), LDP_MEDIAN(age) FROM people WHERE {long_where} "
+             "EPSILON 0.5;\nSELECT region,\n  LDP_MEAN(income) FROM people GROUP BY region EPSILON 0.5")
+    assert ldpql("--demo", "--ledger", ledger, "-c", setup).returncode == 0
+    table = ldpql("--demo", "--ledger", ledger, "-c", "SHOW LEDGER", env={"COLUMNS": ""})
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["id", "time", "kind", "epsilon", "users", "statement"]
+    body = lines[:lines.index(next(line for line in lines if line.startswith("times in UTC")))]
+    assert len(body) == 2 + 3 and max(len(line) for line in body) <= 100 and "…" in table.stdout
+    out = ldpql("--demo", "--ledger", ledger, "-c", "SHOW LEDGER", "--format", "csv")
+    rows = list(csv.reader(line for line in out.stdout.splitlines() if not line.startswith("# ")))
+    assert rows[0] == ["id", "time", "kind", "table", "statement", "users", "epsilon", "epsilon0", "delta", "status"]
+    assert rows[2][4].startswith("SELECT LDP_MEAN(income)") and long_where in rows[2][4] and rows[2][5] == long_where
+    assert rows[3][4] == "SELECT region, LDP_MEAN(income) FROM people GROUP BY region EPSILON 0.5"
+    data = json.loads(ldpql("--demo", "--ledger", ledger, "-c", "SHOW LEDGER", "--format", "json").stdout)
+    assert data["rows"][1]["users"] == long_where and "…" not in json.dumps(data["rows"])
+
+
+def test_show_ledger_in_the_repl_fits_its_width():
+    from prompt_toolkit.utils import get_cwidth
+
+    from ldpql.display import render_result
+
+    con = ldpql_api.connect()
+    from ldpql import demo
+    demo.load(con)
+    con.sql("SELECT LDP_MEAN(income), LDP_HISTOGRAM(city) FROM people WHERE region IN ('north', 'south', 'east') "
+            "EPSILON 1")
+    for width in (100, 80):
+        text = "".join(t for _, t in render_result(con.sql("SHOW LEDGER"), "table", None, width))
+        table = [line for line in text.splitlines() if line[:1] in "┌│├└"]
+        assert len(table) == 6 and max(get_cwidth(line) for line in table) <= width
+
+
+def test_explain_prints_its_tree_in_the_table_display():
+    out = ldpql("--demo", "-c", "EXPLAIN SELECT LDP_MEAN(income) FROM people EPSILON 1")
+    lines = out.stdout.splitlines()
+    assert lines[0] == "plan for: SELECT LDP_MEAN(income) FROM people EPSILON 1" and "----" not in out.stdout
+    assert lines[-1] == "nothing was run and no budget was spent"
+    csv_out = ldpql("--demo", "-c", "EXPLAIN SELECT LDP_MEAN(income) FROM people EPSILON 1", "--format", "csv")
+    assert "\nplan\nplan for: SELECT" in csv_out.stdout   # csv keeps one row per line of the plan

@@ -163,3 +163,23 @@ def test_user_keys_are_the_same_in_every_round(tmp_path, monkeypatch):
             "uid PUBLIC) PRIVACY UNIT uid BUDGET EPSILON 10")
     con.sql("SELECT LDP_MEDIAN(x) FROM u EPSILON 1")
     assert seen and all('"uid" AS __ldpql_pos' in s or "uid AS __ldpql_pos" in s for s in seen)
+
+
+# ---- progress follows the planned schedule (issue 11, paper cuts) ---------------------------------------------------
+
+@pytest.mark.parametrize("sql", [
+    "SELECT LDP_MIN(x) FROM s EPSILON 1 OPTIONS (mechanism = 'bisect_min')",    # many exact-aggregate rounds
+    "SELECT LDP_MEDIAN(x), LDP_MEAN(x) FROM s EPSILON 1",                        # two protocols in lockstep
+    "SELECT g, LDP_MAX(x) FROM s GROUP BY g EPSILON 1 OPTIONS (simulation = 'per_user', mechanism = 'bisect_max')",
+])
+def test_progress_moves_through_the_planned_rounds(sql):
+    reports = []
+    con = _register_small(ldpql.connect(seed=5, evaluation=True, progress=lambda f, m: reports.append((f, m))))
+    res = con.sql(sql)
+    planned = executor.planned_rounds(res.plan)
+    fractions = [f for f, _ in reports]
+    assert planned > 1 and all(0 <= f <= 1 for f in fractions)
+    assert fractions == sorted(fractions)                        # never goes back
+    assert fractions[-1] >= 1 - 1.5 / planned                    # the last round is reported near the end
+    assert len({round(f, 6) for f in fractions}) >= min(planned, 10)
+    assert f"round 1 of {planned} (" in reports[0][1]

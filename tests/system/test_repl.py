@@ -395,7 +395,7 @@ def test_in_a_real_terminal(terminal, tmp_path):
     screen = t.wait_for("ε spent 1 per user")
     assert "│ g │" in screen and "(95%) │" in screen and "±" in screen and "3 left on big" in screen
     t.type("SELECT LDP_HISTOGRAM(c) FROM big EPSILON 1 OPTIONS (simulation = 'per_user');")
-    t.wait_for("round 1 (per user)")                                     # the progress bar, with the round
+    t.wait_for("round 1 of 1 (per user)")                               # the progress bar, with the round
     t.key("C-c")
     t.wait_for("charge on touch")       # interrupted after private rows were read: the charge stands
     t.type(".budget big")

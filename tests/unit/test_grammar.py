@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import math
+import re
 
 import pytest
 
@@ -94,3 +97,78 @@ def test_grammar_is_packaged_and_parser_is_built_once():
     from ldpql.grammar import parser
 
     assert parser._parser() is parser._parser()
+
+
+# ---- unquoted names as DuckDB reads them -----------------------------------------------------------------------
+
+@functools.cache
+def _duck():
+    import duckdb
+
+    return duckdb.connect()
+
+
+def _duckdb_column(name: str) -> str | None:
+    """The column DuckDB's parser reads in `SELECT f(<name>) FROM t`, or None when it does not parse."""
+    tree = json.loads(_duck().execute("SELECT json_serialize_sql(?)", [f"SELECT f({name}) FROM t"]).fetchone()[0])
+    if tree.get("error"):
+        return None
+    call = tree["statements"][0]["node"]["select_list"][0]
+    arg = call["arguments"][0]["expression"] if "arguments" in call else call["children"][0]
+    return arg["column_names"][-1] if arg.get("class") == "COLUMN_REF" else None
+
+
+def _ldpql_column(name: str) -> str | None:
+    try:
+        return parse_one(f"SELECT LDP_MEAN({name}) FROM t EPSILON 1").items[0].expr.args[0].name
+    except ldpql.ParseError:
+        return None
+
+
+NAMES = ["größe", "café", "名前", "x$1", "_a", "Ω", "a·b", "€", "a€", "😀x", "$x", "1x", "x-y", "ǅ", "\u0085x",
+         "a\u00a0b", "a\u2003b", "a\u3000b", "a\ufeffb", "a\u200bb", "a\u2060b", "a\u200cb", "a\u2028b", "ｘ"]
+# a sample of every plane's code points (every 997th, and each plane's ends), outside the surrogates. ASCII
+# control characters are left out on purpose: DuckDB 2 reads them as letters, ldpql refuses invisible names.
+POINTS = [c for c in list(range(0x21, 0x30000, 997)) + [0x80, 0x9F, 0xFFFF, 0x10000, 0x10FFFD]
+          if not 0xD800 <= c < 0xE000]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_unquoted_name_parses_as_duckdb_reads_it(name):
+    assert _ldpql_column(name) == _duckdb_column(name)
+
+
+def test_sampled_code_points_read_as_in_duckdb():
+    names = [n for c in POINTS for n in (chr(c) + "x", "x" + chr(c) + "y")]
+    assert [n for n in names if _ldpql_column(n) != _duckdb_column(n)] == []
+
+
+def test_ascii_control_characters_are_no_name_characters():
+    assert _ldpql_column("x\x01y") is None and _ldpql_column("\x7fx") is None
+
+
+def test_grammar_and_unparser_spell_the_same_name_characters():
+    """ldpql.lark's NAME and the unparser's bare names (ast.IDENT) accept the same names, so every parsed
+    name that needs no quotes is written back without them."""
+    from importlib import resources
+
+    grammar = resources.files("ldpql.grammar").joinpath("ldpql.lark").read_text(encoding="utf-8")
+    lark_name = re.compile(re.search(r"^NAME: /(.*)/$", grammar, re.MULTILINE).group(1))
+    bare = re.compile(ast.IDENT)
+    names = [n for c in range(0x21, 0x30000, 7) for n in (chr(c) + "x", "x" + chr(c))]
+    assert [n for n in names if bool(lark_name.fullmatch(n)) != bool(bare.fullmatch(n))] == []
+    assert sum(1 for n in names if bare.fullmatch(n)) > len(names) // 2   # most of Unicode reads as letters
+
+
+def test_a_table_with_unicode_names_runs_end_to_end(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"größe": [1.0, 2.0, 3.0] * 500, "région": ["nord", "sud", "est"] * 500}),
+                   tmp_path / "läden.parquet")
+    con = ldpql.connect(seed=3, evaluation=True)
+    con.sql(f"CREATE TABLE läden FROM '{tmp_path / 'läden.parquet'}' (größe PRIVATE BETWEEN 0 AND 4, région PUBLIC) "
+            "BUDGET EPSILON 2")
+    res = con.sql("SELECT région, LDP_MEAN(größe) FROM läden WHERE région <> 'est' GROUP BY région EPSILON INF")
+    assert res.columns == ["région", "ldp_mean_größe"]
+    assert res.fetchall() == [("nord", 1.0), ("sud", 2.0)]

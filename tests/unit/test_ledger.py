@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ldpql
-from ldpql.ledger import Ledger, refusal_message
+from ldpql.ledger import Ledger, fits, fitting_epsilon, refusal_hint, refusal_message
 from tests.conftest import declare_people
 
 
@@ -21,6 +21,35 @@ from tests.conftest import declare_people
 ])
 def test_refusal_text_is_a_contract(requested, remaining, budget, text):
     assert refusal_message("people", requested, remaining, budget) == text
+
+
+@pytest.mark.parametrize("remaining, text", [
+    (0.5, "EPSILON 0.5 would fit (what remains for the most-charged user it covers); EXPLAIN compares plans at that "
+          "ε; only the data owner can raise a budget (ALTER TABLE, logged)"),
+    (4 / 3, "EPSILON 1.33 would fit (what remains for the most-charged user it covers); EXPLAIN compares plans at "
+            "that ε; only the data owner can raise a budget (ALTER TABLE, logged)"),
+    (0.0, "nothing remains for these users; a WHERE over other users may still fit (SHOW BUDGET shows the "
+          "most-charged user's)"),
+])
+def test_refusal_hint_is_a_contract(remaining, text):
+    assert refusal_hint(remaining) == text
+
+
+@pytest.mark.parametrize("remaining", [0.5, 1.0, 4 / 3, 0.499999, 0.5 - 1e-12, 2.2e-7, 3.9999999999, 1234.5678])
+def test_the_suggested_epsilon_fits_and_is_close(remaining):
+    eps = fitting_epsilon(remaining)
+    assert fits(eps, remaining) and eps >= remaining * 0.99 and len(f"{eps:g}".replace("-", "")) <= 9
+
+
+def test_a_refusal_suggests_an_epsilon_that_then_runs(people):
+    people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 2.5")
+    with pytest.raises(ldpql.BudgetExceededError) as info:
+        people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 2")
+    assert info.value.hint.startswith("EPSILON 1.5 would fit") and info.value.context["fits"] == 1.5
+    people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 1.5")   # the suggestion is accepted
+    with pytest.raises(ldpql.BudgetExceededError) as info:
+        people.sql("SELECT LDP_MEAN(income) FROM people EPSILON 0.1")
+    assert info.value.hint.startswith("nothing remains") and info.value.context["fits"] is None
 
 
 def test_refusal_spends_nothing_and_writes_no_row(people):

@@ -160,3 +160,27 @@ def test_rows_typed_into_a_query_are_named_by_its_text(duck):
     assert a.keys and a.keys == b.keys and not a.overlaps(c)
     mixed = ident(duck, "query", "(SELECT * FROM stored UNION ALL SELECT * FROM (VALUES (9, 0.1)) v(id, x))")
     assert "duckdb::memory::main.stored" in mixed.keys and len(mixed.keys) == 2
+
+
+# ---- a directory as a source (issue 11, paper cuts) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("files, spelt, suggested", [
+    (["a.parquet", "b.parquet", "notes.txt"], "{d}/", "{d}/*.parquet"),
+    (["a.csv", "b.csv.gz", "c.parquet"], "{d}", "{d}/*.csv"),
+    (["y=1/a.parquet", "y=2/b.parquet"], "{d}/", "{d}/**/*.parquet"),
+    (["x.json", "readme.md"], "{d}", "{d}/*.json"),
+])
+def test_a_directory_source_suggests_a_glob_over_what_it_holds(tmp_path, files, spelt, suggested):
+    d = tmp_path / "data"
+    for f in files:
+        (d / f).parent.mkdir(parents=True, exist_ok=True)
+        (d / f).write_text("id,x\n1,0.5\n")
+    con = ldpql.connect()
+    source = spelt.format(d=d)
+    with pytest.raises(ldpql.CatalogError) as info:
+        con.sql(f"CREATE TABLE t FROM '{source}' (x PRIVATE BETWEEN 0 AND 1) BUDGET EPSILON 1")
+    err = info.value
+    assert "is a directory" in err.message and f"'{suggested.format(d=d)}'" in err.hint
+    assert err.column == len("CREATE TABLE t FROM ") + 1   # the caret sits under the source
+    assert con.tables() == []
+
