@@ -85,7 +85,8 @@ class Hybrid(Randomizer):
         return self.beta * self.pm.variance(truth, n, m2) + (1 - self.beta) * self.duchi.variance(truth, n, duchi_m2)
 
     def second_moment(self, summary: np.ndarray, n: int) -> float | None:
-        """Unbiased E[x_j²] of the rounded inputs from the PM reports (:meth:`Piecewise.second_moment`); None without any."""
+        """Unbiased E[x_j²] of the rounded inputs from the PM reports (:meth:`Piecewise.second_moment`); None without
+        any."""
         count = float(summary[2]) if len(summary) > 2 else 0.0
         return self.pm.second_moment(np.array([0.0, summary[1]]), int(count)) if count > 0 else None
 

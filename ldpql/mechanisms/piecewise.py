@@ -18,12 +18,15 @@ including the input rounding's realised probability), which the continuous PM's 
 Utility: a report is the cell's midpoint m_i divided by s = (p_h − p_l)·K·(C − wK/2); the midpoints sum to 0, so
 E[m | x_j] = (p_h − p_l)·K·x_j·(C − wK/2) and the report is unbiased for x_j, hence for x. With
 g = 1/((p_h − p_l)K) and a = [p_l·M·(C²/3 − w²/12) + (p_h − p_l)·K(K²−1)w²/12]/s², E[y² | x_j] = a + g·x_j²;
-the rounding adds r(x) = E[x_j²] − x² ∈ [0, Δ²/4], Δ = 2/J. Per user Var = a + (g−1)·x² + g·r(x); the mean of n
-users uses the bound (a + (g−1)·q + g·Δ²/4)/n, valid at q = E[x²] and at q = E[x_j²], q ≤ 1 when unknown. The summary keeps Σy², from which
-q is estimated without bias (:meth:`Piecewise.second_moment`; q overstates E[x²] by at most Δ²/4 ≈ 6e-8).
+the rounding adds r(x) = E[x_j²] − x² ∈ [0, Δ²/4], Δ = 2/J. Per user Var = a + (g−1)·x² + g·r(x); the mean of
+n users uses the bound (a + (g−1)·q + g·Δ²/4)/n, valid at q = E[x²] and at q = E[x_j²], q ≤ 1 when unknown.
+The summary keeps Σy², from which q = E[x_j²] is estimated without bias (:meth:`Piecewise.second_moment`; it
+overstates E[x²] by at most Δ²/4 ≈ 6e-8).
 Against the continuous PM's Var = x²/(t−1) + (t+3)/(3(t−1)²), the variance bound at M = 2^12 is (ratio at
 x = 0 / at |x| = 1): ε = 0.5: 1.00001 / 1.00004; ε = 1: 1.00004 / 1.00010; ε = 4: 1.00032 / 1.00045;
-ε = 8: 0.99588 / 0.99564 (K rounds down); at ε ≥ 20 (K = 1) it is below the continuous one.
+ε = 8: 0.99588 / 0.99564 (K rounds down). Where the band is a few cells the rounding of K matters more: ε = 10:
+1.015, 12: 1.013, 14: 0.933, 16: 1.374 (K = 1 while (C−1)/w = 1.34), 18: 0.51, 20: 0.19 (x = 0 and |x| = 1
+alike); a larger M would bring ε = 16 to 1.10 (2^14) or 1.00 (2^16), at 4-16× the audits' cost.
 Runtime: O(n), two uniforms and two bounded integers per user. No exact-aggregate path (the sum of reports
 depends on each user's value, not on a histogram).
 Citations: seed-003-vector.md §4.5 (PM).
@@ -75,7 +78,8 @@ class Piecewise(Randomizer):
         scale = (high - low) * k * (self.C - w * k / 2)
         self.values = (2 * np.arange(m) + 1 - m) * (self.C / m) / scale   # midpoints / s: unbiased reports
         self.g = 1 / ((high - low) * k)
-        self.floor = (low * m * (self.C ** 2 / 3 - w * w / 12) + (high - low) * k * (k * k - 1) * w * w / 12) / scale ** 2
+        spread = low * m * (self.C ** 2 / 3 - w * w / 12) + (high - low) * k * (k * k - 1) * w * w / 12
+        self.floor = spread / scale ** 2   # a: E[y²] at x_j = 0
         self.rounding = self.g / self.steps ** 2   # g·Δ²/4, Δ = 2/J: the most the input rounding adds
 
     def _grid(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ import ldpql
 from ldpql.audit import EPSILON_GRID, realised_audit, realised_registry
 from ldpql.catalog import Column, NumericDomain, Table
 from ldpql.grammar import parse_one
-from ldpql.mechanisms import REGISTRY, Randomizer
+from ldpql.mechanisms import REGISTRY
 from ldpql.mechanisms.base import EPSILON_CAP, below, grid_ceil
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.grr import GRR
