@@ -2,20 +2,17 @@
 
 Two audits, both over every class in :data:`~ldpql.mechanisms.REGISTRY`:
 
-- :func:`audit`, the exact audit of the *formulas*: for a finite output space it enumerates
-  ``output_distribution`` for every input of a small domain and takes, for each output, the largest log ratio
-  of its probability over two inputs; for a continuous output (the Piecewise Mechanism) it does the same with
-  the density on a fine grid that includes the breakpoints. Tolerance 1e-9.
+- :func:`audit`, the exact audit of the *formulas*: it enumerates ``output_distribution`` for every audited
+  input (every input of a small domain; a few points of [-1, 1] for a numeric input) and takes, for each
+  output, the largest log ratio of its probability over two inputs. Tolerance 1e-9.
 - :func:`realised_audit`, the audit of the *samplers as they run*: ``realised_distribution`` gives each
   output's probability as an exact rational read off the sampler's own thresholds (⌈p·2^53⌉/2^53 for a
   ``random()`` comparison, ⌈p·2^w⌉/2^w for a w-bit integer one, exact for ``rng.integers``), at every ε of
   :data:`EPSILON_GRID`, which covers what the planner allows up to :data:`~ldpql.mechanisms.base.EPSILON_CAP`.
   Every row must sum to exactly 1, and the worst log ratio must be at most ε up to a relative 1e-12 (the
-  double evaluation of the final logarithm). For the Piecewise Mechanism, whose output is continuous, what is
-  checked is its realised density: the exact probabilities of its two branches (band or not), each spread
-  over the length the sampler uses (C - 1 and C + 1 in floats), on a grid with both sides of every
-  breakpoint; not the float positions inside a branch. The Hybrid Mechanism's output is PM's density (times the
-  probability of its branch) plus the two atoms of its Duchi branch: the atoms are compared as extra outputs.
+  double evaluation of the final logarithm). Every randomizer has a finite output space the same for all
+  inputs (the Piecewise Mechanism is discretized onto one lattice of cells, the Hybrid Mechanism's output is
+  that cell or Duchi's bit with the branch flag), so what is enumerated is everything a report can be.
 
 A randomizer passes when the worst log ratio is at most its ε; the suite also checks that it is *tight*: not
 far below ε, so a mechanism that silently over-charges is caught too.
@@ -74,48 +71,27 @@ def _worst_exact_log_ratio(rows: list[list[Fraction]]) -> float:
     return log_exact(worst)
 
 
-def _density_grid(r: Randomizer, points: int = 4001) -> np.ndarray:
-    """Points of [-C-0.05, C+0.05] including both sides of every breakpoint of the audited inputs' densities."""
-    bound = getattr(r, "C", 1.0)
-    grid = np.linspace(-bound - 0.05, bound + 0.05, points)
-    edges = np.concatenate([np.array(getattr(r, "_interval")(np.float64(x))) for x in r.audit_inputs()]) \
-        if hasattr(r, "_interval") else np.array([])
-    return np.unique(np.concatenate([grid, edges, edges - 1e-9, edges + 1e-9]))
-
-
 def output_table(r: Randomizer) -> np.ndarray:
-    """Every audited input's output distribution (or density on a grid), one row per input."""
-    xs = r.audit_inputs()
-    try:
-        return np.array([r.output_distribution(x) for x in xs])
-    except TypeError:  # continuous output: compare densities on a grid with both sides of every breakpoint
-        grid = _density_grid(r)   # with the point outputs (atoms) of a mixed output space as extra columns
-        return np.array([np.concatenate([r.density(x, grid), r.atoms(x)]) for x in xs])
+    """Every audited input's output distribution, one row per input."""
+    return np.array([r.output_distribution(x) for x in r.audit_inputs()])
 
 
 def audit(r: Randomizer) -> AuditResult:
     """Audit one randomizer instance's formulas exactly."""
     table = output_table(r)
-    finite = type(r).output_distribution is not Randomizer.output_distribution
-    rows_ok = np.allclose(table.sum(axis=1), 1.0) if finite else True  # a density on a grid does not sum to 1
-    worst = _worst_log_ratio(table) if rows_ok else math.inf
+    worst = _worst_log_ratio(table) if np.allclose(table.sum(axis=1), 1.0) else math.inf
     return AuditResult(r.name, r.epsilon, worst)
 
 
-def realised_table(r: Randomizer) -> tuple[list[list[Fraction]], bool]:
-    """Every audited input's realised output distribution (or realised density on a grid), exactly; and
-    whether the rows are distributions (which must then sum to exactly 1)."""
-    xs = r.audit_inputs()
-    if type(r).realised_distribution is not Randomizer.realised_distribution:
-        return [r.realised_distribution(x) for x in xs], True
-    grid = _density_grid(r, 201)  # the density is constant between breakpoints, which the grid includes
-    return [r.realised_density(x, grid) + r.realised_atoms(x) for x in xs], False
+def realised_table(r: Randomizer) -> list[list[Fraction]]:
+    """Every audited input's realised output distribution, exactly."""
+    return [r.realised_distribution(x) for x in r.audit_inputs()]
 
 
 def realised_audit(r: Randomizer) -> AuditResult:
     """Audit one randomizer instance as its sampler runs (exact rationals; DESIGN §4.5)."""
-    rows, finite = realised_table(r)
-    normalised = all(sum(row) == 1 for row in rows) if finite else True
+    rows = realised_table(r)
+    normalised = all(sum(row) == 1 for row in rows)
     worst = _worst_exact_log_ratio(rows) if normalised else math.inf
     return AuditResult(r.name, r.epsilon, worst, realised=True)
 

@@ -118,31 +118,13 @@ class Randomizer(ABC):
     # -- for the audit -------------------------------------------------------------------------------------
     def output_distribution(self, x: float) -> np.ndarray:
         """Probabilities of every output for input ``x`` (finite output spaces), in a fixed order."""
-        raise TypeError(f"{self.name} has a continuous output")
-
-    def density(self, x: float, y: np.ndarray) -> np.ndarray:
-        """Output density at points ``y`` for input ``x`` (continuous output spaces)."""
-        raise TypeError(f"{self.name} has a finite output")
-
-    def atoms(self, x: float) -> np.ndarray:
-        """Probabilities of the point outputs of a continuous output space that also has atoms (the Hybrid
-        Mechanism's Duchi branch), in a fixed order; empty when it has none."""
-        return np.array([])
-
-    def realised_atoms(self, x: float) -> list[Fraction]:
-        """:meth:`atoms` as the sampler draws them (exact rationals)."""
-        return []
+        raise TypeError(f"{self.name} has no finite output distribution")
 
     def realised_distribution(self, x: float) -> list[Fraction]:
         """Exact probabilities of every output for input ``x`` *as the sampler draws them* (its float thresholds
         as rationals: ⌈p·2^53⌉/2^53 for ``random()`` comparisons, ⌈p·2^w⌉/2^w for w-bit integer ones, exact
         for ``rng.integers``), in the order of :meth:`output_distribution`. DESIGN §4.5, §5."""
-        raise TypeError(f"{self.name} has a continuous output")
-
-    def realised_density(self, x: float, y: np.ndarray) -> list[Fraction]:
-        """Exact output density at points ``y`` for input ``x`` with the realised probabilities of the sampler's
-        discrete choices (continuous output spaces)."""
-        raise TypeError(f"{self.name} has a finite output")
+        raise TypeError(f"{self.name} has no finite output distribution")
 
     @classmethod
     @abstractmethod

@@ -6,13 +6,17 @@ Piecewise Mechanism at ε (:class:`~ldpql.mechanisms.piecewise.Piecewise`), othe
 mechanism at ε (:class:`~ldpql.mechanisms.duchi.Duchi`), and reports which one ran with the output. For any
 output of the PM branch the probability (density) is β times PM's, of the Duchi branch (1 − β) times Duchi's;
 β cancels in every ratio over two inputs, so the worst ratio is that of the worse branch, at most e^ε. As it
-runs: the coin is drawn as ``random() < β`` (β' = ⌈β·2^53⌉/2^53), and each branch is the engine's own sampler,
-audited as such; the audit reads the PM branch's realised density and the Duchi branch's two atoms, weighted.
+runs: the coin is drawn as ``random() < β`` (β' = ⌈β·2^53⌉/2^53), and each branch is the engine's own sampler
+(PM discretized onto one lattice of M cells shared by every input). The output space is finite, the PM cell or
+Duchi's ±C_D with the branch flag, and both audits enumerate it exactly (the formula, and as drawn).
 Utility: both branches are unbiased for x, so the report is; per user Var = β·Var_PM(x) + (1 − β)·Var_D(x).
-With t = e^{ε/2} and β = 1 − 1/t (ε > ε* ≈ 0.61; β = 0 below, where HM is Duchi) the x² terms cancel
-(β/(t−1) = 1 − β = 1/t): Var = (t+3)/(3t(t−1)) + C_D²/t for every x, which is below the worst case of both
-PM and Duchi (Wang et al. show it; ``tests/unit/test_mechanisms.py`` checks it). Mean of n users: Var/n. Runtime: O(n), three to four uniforms per user.
-No exact-aggregate path (continuous output).
+Wang et al. take β = 1 − 1/t (t = e^{ε/2}) for ε > ε* ≈ 0.61 (β = 0 below, where HM is Duchi), which cancels the
+x² terms of the continuous PM's variance (β/(t−1) = 1 − β). The discretized PM's variance is a + (g−1)·x² with
+g ≈ t/(t−1) (:mod:`ldpql.mechanisms.piecewise`), so β = 1/g here cancels them exactly: Var = β·a + (1−β)·C_D²
+(plus at most the input rounding's g·Δ²/4 ≈ 1e-7) for every x, within 0.05% of Wang et al.'s
+(t+3)/(3t(t−1)) + C_D²/t for ε ≤ 4 and below the worst case of both PM and Duchi (``tests/unit/test_mechanisms.py``
+checks it). Mean of n users: Var/n. Runtime: O(n), three to four uniforms and up to two bounded integers per user.
+No exact-aggregate path (the sum depends on each user's value).
 Citations: seed-003-vector.md §4.5 (HM); Wang et al., ICDE 2019, §III-C.
 """
 
@@ -48,11 +52,13 @@ class Hybrid(Randomizer):
         check_epsilon("Hybrid", epsilon)
         self.epsilon = float(epsilon)
         self.pm, self.duchi = Piecewise(self.epsilon), Duchi(self.epsilon)
-        self.beta = pm_share(self.epsilon)
+        # β = 1/g ≈ 1 − 1/t (Wang et al.'s share for the continuous PM): it cancels the x² terms of the discretized
+        # PM's variance, a + (g−1)·x², against Duchi's C_D² − x² exactly; 0 at or below ε*
+        self.beta = 1 / self.pm.g if pm_share(self.epsilon) > 0 else 0.0
         self.C = self.pm.C   # the PM branch's output range [-C, C] (the audit's grid)
 
-    def _interval(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.pm._interval(x)   # the PM branch's high-density band (the audit's breakpoints)
+    def _interval(self, x: np.ndarray) -> tuple[float, float]:
+        return self.pm._interval(x)   # the PM branch's band
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -75,26 +81,28 @@ class Hybrid(Randomizer):
         """β·Var_PM + (1 − β)·Var_D at E[x²] = ``second_moment`` (default: truth², Duchi's conservative bound,
         which only matters at β = 0: above ε* the x² terms cancel)."""
         m2 = np.square(truth) if second_moment is None else np.full(np.shape(truth), second_moment)
-        return self.beta * self.pm.variance(truth, n, m2) + (1 - self.beta) * self.duchi.variance(truth, n, m2)
+        duchi_m2 = m2 - self.pm.rounding   # PM's q may overstate E[x²] by up to Δ²/4 ≤ this: stay conservative
+        return self.beta * self.pm.variance(truth, n, m2) + (1 - self.beta) * self.duchi.variance(truth, n, duchi_m2)
 
     def second_moment(self, summary: np.ndarray, n: int) -> float | None:
-        """Unbiased E[x²] from the PM reports (E[y²] = x²·t/(t−1) + (t+3)/(3(t−1)²) for PM); None without any."""
+        """Unbiased E[x_j²] of the rounded inputs from the PM reports (:meth:`Piecewise.second_moment`); None without
+        any."""
         count = float(summary[2]) if len(summary) > 2 else 0.0
         return self.pm.second_moment(np.array([0.0, summary[1]]), int(count)) if count > 0 else None
 
-    def density(self, x: float, y: np.ndarray) -> np.ndarray:
-        return self.beta * self.pm.density(x, y)
+    def output_distribution(self, x: float) -> np.ndarray:
+        """The PM branch's M cells (times β), then the Duchi branch's −C_D and +C_D (times 1 − β)."""
+        return np.concatenate([self.beta * self.pm.output_distribution(x),
+                               (1 - self.beta) * self.duchi.output_distribution(x)])
 
-    def atoms(self, x: float) -> np.ndarray:
-        return (1 - self.beta) * self.duchi.output_distribution(x)
-
-    def realised_density(self, x: float, y: np.ndarray) -> list[Fraction]:
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        """As drawn: the coin ``random() < β`` is PM w.p. ⌈β·2^53⌉/2^53, then each branch's realised output."""
         beta = below(self.beta)
-        return [beta * v for v in self.pm.realised_density(x, y)]
+        return [beta * p for p in self.pm.realised_distribution(x)] + \
+            [(1 - beta) * p for p in self.duchi.realised_distribution(x)]
 
-    def realised_atoms(self, x: float) -> list[Fraction]:
-        beta = below(self.beta)
-        return [(1 - beta) * v for v in self.duchi.realised_distribution(x)]
+    def audit_inputs(self) -> np.ndarray:
+        return self.pm.audit_inputs()
 
     @classmethod
     def audit_cases(cls):

@@ -48,8 +48,6 @@ def _distinguishing_ratio(pm_outputs, pm: Piecewise, x1: float, x2: float, n: in
     return freq
 
 
-@pytest.mark.xfail(strict=True, reason="audit2 finding 1 (privacy): PM's float outputs u·(C−1)+ℓ(x) lie on a "
-                   "lattice that depends on x, so an output's last bits tell inputs apart far beyond e^ε")
 @pytest.mark.parametrize("epsilon, x1, x2", [(0.1, 0.0, 0.5), (1.0, 0.0, 0.3), (4.0, 0.0, 0.1)])
 def test_piecewise_sampler_is_epsilon_ldp_on_its_float_outputs(epsilon, x1, x2):
     pm = Piecewise(epsilon)
@@ -59,8 +57,6 @@ def test_piecewise_sampler_is_epsilon_ldp_on_its_float_outputs(epsilon, x1, x2):
     assert p2 >= math.exp(-epsilon) * p1 / 2, (p1, p2)
 
 
-@pytest.mark.xfail(strict=True, reason="audit2 finding 1 (privacy): the Hybrid Mechanism's PM branch inherits "
-                   "PM's input-dependent float lattice; the realised audit covers branch probabilities only")
 def test_hybrid_sampler_is_epsilon_ldp_on_its_float_outputs():
     hm = Hybrid(1.0)
 
