@@ -318,8 +318,11 @@ def _coverage_rows(cell: Cell, con, data) -> tuple[list[dict], dict, object, obj
         evaluated, plan = _evaluate(con, cell)
         pred, rows, errors = _predictions(plan), [], {}
         for r in evaluated:
+            errors.setdefault(r["output"], r["rmse"])
             rows.append(_row(cell, pred, r["output"], r["group"], r["value"], "interval", r["truth"],
-                             r["mean_estimate"], r["rmse"], round(r["coverage"] * REPS), REPS, math.nan, 0.0))
+                             r["mean_estimate"], r["rmse"], round((r["coverage"] or 0.0) * REPS), REPS, math.nan, 0.0))
+            if r["coverage"] is None:   # LDP_MIN/MAX by bucket search: its interval is not for the true extreme
+                rows[-1].update(coverage=math.nan, status="no interval check (γ-point, not the extreme)")
             errors.setdefault(r["output"], r["rmse"])
     for r in rows:
         r["seconds"] = round(time.time() - t0, 2)

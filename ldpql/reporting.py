@@ -135,6 +135,9 @@ def select_result(p: Plan, cells: list[Cell], estimates: dict, spent: float, rem
                   elapsed=elapsed)
 
 
+EXTREMES = ("min", "max")   # aggregate kinds whose answer is a γ-quantile, not the value EVALUATE's truth holds
+
+
 def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict]) -> Result:
     """EVALUATE: per output cell, the true answer, the mean estimate, bias, RMSE and interval coverage.
     For a category answer (LDP_MODE) the mean estimate is the most frequent answer and coverage the share of
@@ -154,12 +157,19 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
             covered = np.array([[_covers(_interval(r[(a.index, ci)], j, p), true[j]) for j in range(len(true))]
                                 for r in runs])
             labels = truth[(a.index, ci)].extra.get("labels") or a.target.categories or (None,)
+            # the bucket search's interval is for the point with γ of the users beyond it, not the true extreme
+            extreme = a.kind in EXTREMES and any("share_beyond" in r[(a.index, ci)].extra for r in runs)
             for j, label in enumerate(labels):
                 rows.append((a.output, ", ".join(map(str, cell.key)) or None, label, float(true[j]),
                              float(np.mean(est[:, j])), float(np.mean(est[:, j]) - true[j]),
-                             float(np.sqrt(np.mean((est[:, j] - true[j]) ** 2))), float(np.mean(covered[:, j]))))
+                             float(np.sqrt(np.mean((est[:, j] - true[j]) ** 2))),
+                             None if extreme else float(np.mean(covered[:, j]))))
     cols = ["output", "group", "value", "truth", "mean_estimate", "bias", "rmse", "coverage"]
     notes = [f"{len(runs)} runs; coverage of the {p.confidence:.0%} intervals", NOT_PRIVATE]
+    if any(row[7] is None for row in rows):
+        notes.insert(1, "LDP_MIN/LDP_MAX by bucket search: truth is the true extreme, but the answer and its interval "
+                        "are for the point with about γ of the users beyond it (the result's note gives γ), so no "
+                        "coverage is shown")
     if categories:
         notes.insert(1, "a category answer (LDP_MODE): mean_estimate is its most frequent answer, coverage the "
                         "share of runs that found the true one")

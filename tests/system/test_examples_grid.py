@@ -42,8 +42,10 @@ def test_quick_grid_writes_coverage_and_regret(tmp_path):
     assert list(cov[0]) == grid.COVERAGE_COLUMNS
     assert {r["family"] for r in cov} == {"count", "mean", "topk", "quantile", "extreme", "multi"}
     assert {r["what"] for r in cov} == {"interval", "rank error"}
-    assert all(r["status"] == "ok" and r["reps"] == "5" for r in cov)
-    for r in cov:
+    assert all(r["reps"] == "5" for r in cov)
+    unchecked = [r for r in cov if r["status"] != "ok"]   # the bucket search's interval is not for the extreme
+    assert all(r["family"] == "extreme" and r["status"].startswith("no interval check") for r in unchecked)
+    for r in (r for r in cov if r["status"] == "ok"):
         c, lo, hi = float(r["coverage"]), float(r["cov_low"]), float(r["cov_high"])
         assert 0.0 <= lo <= c <= hi <= 1.0
         assert r["within_2pt"] == str(abs(c - 0.95) <= 0.02 + 1e-12)

@@ -111,3 +111,19 @@ def test_noise_off_bucket_search_is_exact_on_a_small_integer_domain(diamonds):
     res = diamonds.sql("SELECT LDP_MIN(price, mechanism => 'buckets_oue'), LDP_MAX(price, mechanism => 'buckets_oue') "
                        "FROM d EPSILON INF")
     assert res.fetchall()[0] == (326, 18823)
+
+
+def test_evaluate_shows_no_coverage_against_the_true_extreme_for_the_bucket_search():
+    """EVALUATE's truth is the true extreme; the bucket search's interval is for the point with γ of the users
+    beyond it, so a coverage against the extreme would read ~0 for a correct interval: none is shown, and a note
+    says why (the grid measured 0.000 there before this)."""
+    import numpy as np
+    import pyarrow as pa
+    import ldpql
+    con = ldpql.connect(evaluation=True, seed=2)
+    rng = np.random.default_rng(2)
+    con.register("t", pa.table({"x": rng.uniform(40, 60, 5_000)}), private={"x": (0, 100)})
+    res = con.sql("EVALUATE SELECT LDP_MIN(x) FROM t EPSILON 1 REPEAT 5")
+    assert res.plan.aggregates[0].chosen.mechanism.startswith("buckets")
+    (*_, coverage), = res.fetchall()
+    assert coverage is None and any("no coverage is shown" in n for n in res.notes)
