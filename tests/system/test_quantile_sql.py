@@ -322,9 +322,11 @@ def test_an_answer_that_asks_nobody_is_not_charged():
     assert both.epsilon_spent == 0.2 and con.remaining_budget("t") == pytest.approx(999.8)
 
 
-def test_calibrated_interval_is_the_default_and_certified_stays_available(eval_con):
+def test_certified_interval_is_the_default_and_calibrated_stays_available(eval_con):
+    """The calibrated interval is narrower but covered 0.62-0.86 on heavy-tailed data in the coverage grid, so the
+    default is the certified one; the calibrated one is asked for by name."""
     for mech in ("naive_nbs", "hierarchical", "histogram"):
-        res = eval_con.sql(f"SELECT LDP_MEDIAN(age), LDP_MEDIAN(age, interval => 'certified') FROM t EPSILON 2 "
+        res = eval_con.sql(f"SELECT LDP_MEDIAN(age, interval => 'calibrated'), LDP_MEDIAN(age) FROM t EPSILON 2 "
                            f"OPTIONS (mechanism = '{mech}')")
         assert res.plan.aggregates[1].source == 0   # one release, read two ways
         value, same = res.fetchone()
@@ -333,9 +335,9 @@ def test_calibrated_interval_is_the_default_and_certified_stays_available(eval_c
         if mech == "naive_nbs":   # a search's certified interval is Bonferroni over every question: much wider
             assert hi - lo < chi - clo
         assert "within that error of τ" in res.render()
-    certified = eval_con.sql("SELECT LDP_MEDIAN(age, interval => 'certified') FROM t EPSILON 2")
-    assert "(certified)" in certified.render()
-    with pytest.raises(PlanError, match="'calibrated' or 'certified'"):
+    default = eval_con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 2")
+    assert "(certified)" in default.render()
+    with pytest.raises(PlanError, match="'certified' or 'calibrated'"):
         eval_con.sql("SELECT LDP_MEDIAN(age, interval => 'exact') FROM t EPSILON 1")
 
 
