@@ -169,3 +169,24 @@ def test_a_tiny_group_does_not_make_every_group_a_bound_answer():
     res = con.sql("SELECT region, LDP_QUANTILE(age, 0.05) FROM t GROUP BY region EPSILON 1")
     answer = dict(res.fetchall())["a"]
     assert rank_error(a, answer, 0.05) <= 0.03, (res.plan.aggregates[0].chosen.mechanism, answer)
+
+
+# ---- 2. the calibrated (default) quantile interval on data it was not calibrated on ------------------------------
+
+def lognormal_prices(n: int = 20000, seed: int = 11) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.clip(np.round(np.exp(rng.normal(7.8, 1.0, n))), 326, 18823).astype(int)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="the default (calibrated) interval of LDP_QUANTILE(x, 0.9) covers the true "
+                                       "quantile in 64.5% of 200 runs at nominal 95% (lognormal prices on INTEGER "
+                                       "0..20000, n = 20,000, ε = 8, histogram); SELECT loops measured 66.0% at ε = 8, "
+                                       "67.5% at ε = 12, 80.5% at ε = 16, 69.5% at ε = 20, while the rank-error "
+                                       "prediction ±α held (94-99.5%): the histogram's interval factor 2^(-15/12) = "
+                                       "0.42 makes the interval narrower than the predicted rank error itself")
+def test_calibrated_interval_covers_on_skewed_data_at_high_epsilon():
+    con = connect({"x": lognormal_prices()}, {"x": {"between": (0, 20000), "integer": True}}, budget=1e9, seed=5)
+    res = con.sql("EVALUATE SELECT LDP_QUANTILE(x, 0.9) FROM t EPSILON 8 REPEAT 200")
+    row = dict(zip(res.columns, res.fetchone()))
+    assert row["coverage"] >= 0.95 - 3 * (0.95 * 0.05 / 200) ** 0.5, row   # 0.904: three binomial standard errors
