@@ -190,3 +190,33 @@ def test_calibrated_interval_covers_on_skewed_data_at_high_epsilon():
     res = con.sql("EVALUATE SELECT LDP_QUANTILE(x, 0.9) FROM t EPSILON 8 REPEAT 200")
     row = dict(zip(res.columns, res.fetchone()))
     assert row["coverage"] >= 0.95 - 3 * (0.95 * 0.05 / 200) ** 0.5, row   # 0.904: three binomial standard errors
+
+
+# ---- held under attack: one-round candidates spend ε once per user; bad input changes nothing --------------------
+
+def test_one_round_candidates_spend_the_statement_epsilon_once_under_group_by_and_a_split():
+    """The histogram read-out, the bucket search and a mean in one GROUP BY statement on disjoint user shares:
+    the executor's per-user checks pass and every user pays the statement's ε exactly once."""
+    con = connect(ages(4000), {"age": AGE}, ("region",))
+    res = con.sql("SELECT region, LDP_MEDIAN(age, mechanism => 'histogram'), LDP_QUANTILE(age, 0.9, mechanism => "
+                  "'histogram'), LDP_MIN(age, mechanism => 'buckets'), LDP_MEAN(age) FROM t GROUP BY region EPSILON 2")
+    own = [a for a in res.plan.aggregates if a.source is None]   # the 0.9-quantile reads the median's release
+    assert [a.chosen.mechanism for a in own][:2] == ["histogram", "buckets_grr"] and len(own) == 3
+    assert sorted(a.users for a in own) == [(0.0, 1 / 3), (1 / 3, 2 / 3), (2 / 3, 1.0)]
+    assert res.epsilon_spent == 2 and con.remaining_budget("t") == pytest.approx(98.0)
+    assert con.sql("SHOW LEDGER t").fetchall()[-1][-1] == "committed"
+
+
+@pytest.mark.parametrize("sql, error, text", [
+    ("SELECT LDP_MEDIAN(age, interval => 'Certified') FROM t EPSILON 1", PlanError, "'calibrated' or 'certified'"),
+    ("SELECT LDP_MEDIAN(age, interval => 1) FROM t EPSILON 1", PlanError, "'calibrated' or 'certified'"),
+    ("SELECT LDP_MIN(age, interval => 'certified') FROM t EPSILON 1", PlanError, "no argument `interval`"),
+    ("SELECT LDP_MAX(age, mechanism => 'bucket') FROM t EPSILON 1", PlanError, "cannot answer LDP_MAX"),
+    ("SELECT LDP_MEDIAN(age) FROM t EPSILON 1 OPTIONS (mechanism = 'buckets_oue')", PlanError, "cannot answer"),
+])
+def test_bad_arguments_are_clear_errors_that_spend_nothing(sql, error, text):
+    con = connect(ages(1000), {"age": AGE}, ("region",))
+    before = con.sql("SHOW LEDGER t").fetchall()
+    with pytest.raises(error, match=text):
+        con.sql(sql)
+    assert con.remaining_budget("t") == 100.0 and con.sql("SHOW LEDGER t").fetchall() == before
