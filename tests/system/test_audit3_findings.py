@@ -220,3 +220,35 @@ def test_bad_arguments_are_clear_errors_that_spend_nothing(sql, error, text):
     with pytest.raises(error, match=text):
         con.sql(sql)
     assert con.remaining_budget("t") == 100.0 and con.sql("SHOW LEDGER t").fetchall() == before
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="at τ = 0.05 the default interval of the planner's BayeSS covers the true "
+                                       "quantile in 81% of 200 runs at nominal 95% (EVALUATE; a SELECT loop: 82.5%, "
+                                       "and the predicted rank error ±0.049 held in 92%) on lognormal prices, "
+                                       "INTEGER 0..20000, n = 5,000, ε = 1; 80 runs here give 82.5%")
+def test_calibrated_interval_covers_at_a_low_quantile():
+    con = connect({"x": lognormal_prices(5000)}, {"x": {"between": (0, 20000), "integer": True}}, budget=1e9, seed=5)
+    res = con.sql("EVALUATE SELECT LDP_QUANTILE(x, 0.05) FROM t EPSILON 1 REPEAT 80")
+    assert res.plan.aggregates[0].chosen.mechanism == "bayess"
+    row = dict(zip(res.columns, res.fetchone()))
+    assert row["coverage"] >= 0.95 - 3 * (0.95 * 0.05 / 80) ** 0.5, row   # 0.877
+
+
+@pytest.mark.xfail(strict=True, reason="on a Zipf-like integer column (zipf(1.3) - 1 capped at 1000, INTEGER 0..1000, "
+                                       "n = 5,000, ε = 1, τ = 0.5, the planner's BayeSS) the rank error is within the "
+                                       "predicted ±0.0451 (95%) in 73.5% of 200 runs (in-memory driver; 66.5% through "
+                                       "SQL) and within the 90% prediction equally often: atoms of 4-11% next to the "
+                                       "median put the answer one atom off, contrary to docs/quantiles.md's caveat "
+                                       "that point masses make the prediction conservative")
+def test_predicted_rank_error_covers_on_zipf_data():
+    from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, simulate
+    from ldpql.planner.quantile import BAYESS_ROUNDS, Z95, sigma_bayess
+
+    x = np.minimum(np.random.default_rng(11).zipf(1.3, 5000) - 1, 1000)
+    alpha = Z95 * sigma_bayess(1.0, 5000, 1001, 0.5)
+    errors = [rank_error(x, int(simulate(bayess_protocol(CoinSpace(1001), 1.0, 0.5, max_rounds=BAYESS_ROUNDS)(5000),
+                                         np.random.default_rng([3, i]), coins=x).extra["coin"]), 0.5)
+              for i in range(200)]
+    within = np.mean(np.array(errors) <= alpha)
+    assert within >= 0.95 - 3 * (0.95 * 0.05 / 200) ** 0.5, within   # 0.904
