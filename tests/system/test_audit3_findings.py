@@ -270,3 +270,12 @@ def test_a_bound_only_statement_runs_whatever_budget_remains():
     con = connect(ages(3000), {"age": AGE}, ("region",), budget=0.1)
     assert con.sql("SELECT LDP_QUANTILE(age, 0.002) FROM t EPSILON 0.2").fetchone() == (0.0,)
     assert con.remaining_budget("t") == pytest.approx(0.1)
+
+
+def test_a_group_too_small_for_the_bucket_search_is_refused_before_anything_is_spent():
+    """Held (with 30 users in the small group; with 3 see the bisection finding above)."""
+    con, _ = two_groups(30)
+    before = con.sql("SHOW LEDGER t").fetchall()
+    with pytest.raises(PlanError, match="a group of 30 users is too small at ε = 1"):
+        con.sql("SELECT region, LDP_MIN(age) FROM t GROUP BY region EPSILON 1")
+    assert con.remaining_budget("t") == 100.0 and con.sql("SHOW LEDGER t").fetchall() == before
