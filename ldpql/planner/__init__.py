@@ -59,7 +59,8 @@ class PublicFacts:
         """The user count predictions are made at: the whole population, or under GROUP BY the median group's
         (each group runs its own protocol on its own users; EXPLAIN shows every group's prediction)."""
         sizes = sorted(n for _, n in self.groups)
-        return sizes[(len(sizes) - 1) // 2] if len(sizes) > 1 else self.n
+        return sizes[len(sizes) // 2] if len(sizes) > 1 else self.n   # (the upper median: one tiny group of two
+        # must not plan the large one's mechanism)
 
 
 @dataclass

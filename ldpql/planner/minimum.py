@@ -31,6 +31,7 @@ from ldpql.errors import InternalError, PlanError
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Encoding
+from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.mechanisms.buckets import BucketPlan, Buckets, bucket_search, plan_buckets
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.identity import Identity
@@ -430,15 +431,15 @@ def _useless_reason(oracle: str, eps: float, n: int, most: int) -> str:
         lo, hi = (mid + 1, hi) if not ok_n(mid) else (lo, mid)
     need_n = f"n ≥ {lo:,} at ε = {eps:g}" if ok_n(lo) else f"no n at ε = {eps:g}"
     e_lo, e_hi = eps, eps
-    while not ok_eps(e_hi) and e_hi < 64:
-        e_lo, e_hi = e_hi, e_hi * 2
+    while not ok_eps(e_hi) and e_hi < EPSILON_CAP:   # (the oracles refuse ε above the engine's cap)
+        e_lo, e_hi = e_hi, min(e_hi * 2, EPSILON_CAP)
     if ok_eps(e_hi):
         for _ in range(30):
             mid = math.sqrt(e_lo * e_hi)
             e_lo, e_hi = (e_lo, mid) if ok_eps(mid) else (mid, e_hi)
         need_eps = f"ε ≥ {_round_up(e_hi)} at n = {n:,}"
     else:
-        need_eps = f"no ε up to 64 at n = {n:,}"
+        need_eps = f"no ε up to the engine's cap {EPSILON_CAP:g} at n = {n:,}"
     return (f"too few users for this ε: its bound on E|error| is half the domain or more, so it could not tell "
             f"which half holds the extreme; needs {need_n}, or {need_eps}")
 
