@@ -537,7 +537,7 @@ def summary(out: Path, worst: int = 12) -> str:
     too wide, or an answer with no noise left, e.g. a count at ε = 16), the worst rows, regret over the limit."""
     cov = _read(out / "coverage.csv")
     ok = [r for r in cov if r["status"] == "ok"]
-    refused = sorted({r["cell"] for r in cov if r["status"] != "ok"})
+    refused = sorted({r["cell"] for r in cov if r["status"].startswith("refused")})
     head = (f"coverage: {len(ok)} output rows in {len({r['cell'] for r in ok})} cells "
             f"({len(refused)} cells refused by the planner); tolerance ±{TOLERANCE * 100:.0f} points")
     lines = [head, "",
