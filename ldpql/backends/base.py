@@ -1,0 +1,138 @@
+"""The seam between the protocol driver and the engines that read data (DESIGN §4.2, "Backends").
+
+A :class:`Backend` answers what a round needs, and nothing else: the statement's public cells and their user
+counts, which users a statement covers (for the ledger), the value counts of an encoding over a slice of the
+users (the exact-aggregate path: one scan answers every threshold and level question about that encoding),
+and per-user randomized summaries over row batches (the per-user path). Encodings arrive as
+:mod:`ldpql.expr` values; each backend renders them its own way.
+
+Users and slices. A user's identity is ldpql's own 64-bit key (DESIGN §4.3): the lower 64 bits of the md5 of
+its privacy unit's text, or its row position in a source whose rows keep their order. A statement splits its
+users with a fresh random salt: user k is in the slice [u0, u1) when :func:`slice_uniform` (k, salt) is in it.
+That function is integer arithmetic on 32-bit halves (every product below 2^63), written once here as
+:func:`slice_steps` and rendered by every backend, so a user lands in the same slice on every engine; numpy's
+:func:`slice_uniform` is its reference.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ldpql import expr as E
+from ldpql.catalog import Table
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One GROUP BY group (the whole population when there is no GROUP BY): its key and user count."""
+
+    key: tuple
+    n: int
+
+
+@dataclass(frozen=True)
+class Population:
+    """The users of one statement: a declared table, its public WHERE, and its public GROUP BY columns."""
+
+    table: Table
+    where: E.Expr | None = None
+    group_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The users whose :func:`slice_uniform` under ``salt`` lies in [u0, u1); (0, 1) is every user."""
+
+    u0: float = 0.0
+    u1: float = 1.0
+    salt: int = 0
+
+    @property
+    def everyone(self) -> bool:
+        return (self.u0, self.u1) == (0.0, 1.0)
+
+
+Counts = dict[int, tuple[np.ndarray, np.ndarray]]
+"""Per cell index: the distinct values of an encoding among the cell's users (ascending) and their counts."""
+
+
+class Backend(ABC):
+    """What the protocol driver needs from an engine. Every method reads public facts or private values only
+    through the expressions it is given, and raises only :class:`ldpql.ExecuteError` (with no data in it)."""
+
+    name: str = "backend"
+
+    @abstractmethod
+    def cells(self, pop: Population) -> list[Cell]:
+        """The GROUP BY cells and their user counts (public), in a fixed order."""
+
+    @abstractmethod
+    def covered_users(self, pop: Population) -> np.ndarray | None:
+        """The keys of the users the statement covers, for the ledger: None for every user of the source (no
+        WHERE, or users without identity); reads the public WHERE and the key only."""
+
+    @abstractmethod
+    def value_counts(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice,
+                     where: E.Expr | None = None) -> Counts:
+        """Per cell, the value counts of ``x`` over the users in ``users`` (and ``where``, a condition on the
+        private value that only narrows a search): one scan."""
+
+    @abstractmethod
+    def batches(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
+        """The users' ``x`` in row batches of bounded size: (cell index per row, or None without GROUP BY; x),
+        in the source's row order."""
+
+    def interrupt(self) -> None:
+        """Stop a running read (another thread calls this when the consumer stops early)."""
+
+
+# ---- the portable user slice -----------------------------------------------------------------------------------
+
+MASK32 = (1 << 32) - 1
+_ROUNDS = ((1540483477, 15, 668265263, 13), (374761393, 16, 1640531527, 15), (1540483477, 13, 668265263, 16))
+"""(multiplier a, shift a, multiplier b, shift b) per round: odd constants below 2^31 (so a 32-bit value times
+one stays below 2^63), from MurmurHash2 and xxHash."""
+
+
+def salt_halves(salt: int) -> tuple[int, int]:
+    """Two 31-bit words of a statement's salt."""
+    return salt & 0x7FFFFFFF, (salt >> 31) & 0x7FFFFFFF
+
+
+def slice_uniform(keys: np.ndarray, salt: int) -> np.ndarray:
+    """The reference of the user slice: a uniform in [0, 1) on a 2^-32 grid per 64-bit user key."""
+    k = np.asarray(keys).astype(np.uint64)
+    s0, s1 = salt_halves(salt)
+    a = (k & np.uint64(MASK32)).astype(np.int64) ^ s0
+    b = (k >> np.uint64(32)).astype(np.int64) ^ s1
+    for ma, sa, mb, sb in _ROUNDS:
+        a = (a * ma + b) & MASK32
+        a ^= a >> sa
+        b = (b * mb + a) & MASK32
+        b ^= b >> sb
+    return (a ^ b).astype(np.float64) / 2.0 ** 32
+
+
+def slice_steps(salt: int) -> list[tuple[str, E.Expr]]:
+    """:func:`slice_uniform` as assignments over the BIGINT columns ``__lo`` and ``__hi`` (the key's halves):
+    each step defines one column from earlier ones; the last, ``__u``, is the uniform. A backend renders them
+    as nested projections (an expression tree would repeat each intermediate)."""
+    s0, s1 = salt_halves(salt)
+    steps = [("__a", E.op("^", E.Column("__lo"), s0)), ("__b", E.op("^", E.Column("__hi"), s1))]
+    for i, (ma, sa, mb, sb) in enumerate(_ROUNDS):
+        a, b = ("__a", "__b") if i == 0 else (f"__a{i}", f"__b{i}")
+        na, nb = f"__a{i + 1}", f"__b{i + 1}"
+        mixed = E.op("%", E.op("+", E.op("*", E.Column(a), ma), E.Column(b)), MASK32 + 1)
+        steps.append((f"{na}m", mixed))
+        steps.append((na, E.op("^", E.Column(f"{na}m"), E.op(">>", E.Column(f"{na}m"), sa))))
+        mixed = E.op("%", E.op("+", E.op("*", E.Column(b), mb), E.Column(na)), MASK32 + 1)
+        steps.append((f"{nb}m", mixed))
+        steps.append((nb, E.op("^", E.Column(f"{nb}m"), E.op(">>", E.Column(f"{nb}m"), sb))))
+    last = len(_ROUNDS)
+    steps.append(("__u", E.op("/", E.Cast(E.op("^", E.Column(f"__a{last}"), E.Column(f"__b{last}")), "DOUBLE"),
+                              float(2 ** 32))))
+    return steps
