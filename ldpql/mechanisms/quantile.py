@@ -24,10 +24,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ldpql import expr as E
 from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Reply, Round, add_virtual
 from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.rr import RandomizedResponse, keep_probability
@@ -44,9 +45,18 @@ _ONE.flags.writeable = _ZERO.flags.writeable = False
 
 @dataclass(frozen=True)
 class ThresholdEncoding(Encoding):
-    """``1[bucket(x) <= coin]``: what a user computes for one noisy-binary-search question."""
+    """``1[bucket(x) <= coin]``: what a user computes for one noisy-binary-search question. Its base is the
+    coin itself, so one read of the coins' counts answers every threshold."""
 
     coin: int = 0
+    bucket: Any = None
+
+    @property
+    def base(self) -> Any:
+        return self.bucket
+
+    def inputs(self, values: np.ndarray) -> np.ndarray:
+        return (np.asarray(values) <= self.coin).astype(np.int64)
 
     def counts(self, coins: np.ndarray) -> np.ndarray:
         """Input histogram (users answering 0, users answering 1) of users holding ``coins``."""
@@ -62,9 +72,18 @@ class ThresholdEncoding(Encoding):
 
 @dataclass(frozen=True)
 class LevelEncoding(Encoding):
-    """``bucket(x) // width``: the node of a b-adic tree level (``size`` nodes) holding the user's value."""
+    """``bucket(x) // width``: the node of a b-adic tree level (``size`` nodes) holding the user's value; its
+    base is the coin."""
 
     width: int = 1
+    bucket: Any = None
+
+    @property
+    def base(self) -> Any:
+        return self.bucket
+
+    def inputs(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values).astype(np.int64) // self.width
 
     def counts(self, coins: np.ndarray) -> np.ndarray:
         return np.bincount(coins // self.width, minlength=self.size).astype(np.int64)
@@ -75,28 +94,28 @@ class LevelEncoding(Encoding):
 
 @dataclass(frozen=True)
 class CoinSpace:
-    """The K coins of a quantile query and the SQL that maps a user's row to its coin (bucket) index.
+    """The K coins of a quantile query and the expression that maps a user's row to its coin (bucket) index.
 
-    ``bucket_sql`` is a DuckDB expression with values 0..size-1 (the planner builds it from the declared
-    domain); coin k stands for the values [low + k*step, low + (k+1)*step) and is reported as
+    ``bucket`` is an :mod:`ldpql.expr` expression with values 0..size-1 (the planner builds it from the
+    declared domain); coin k stands for the values [low + k*step, low + (k+1)*step) and is reported as
     ``low + k*step + offset`` (the value itself for one coin per integer, a bucket's midpoint otherwise).
     """
 
     size: int
-    bucket_sql: str = "x"
+    bucket: Any = E.Column("x")
     low: float = 0.0
     step: float = 1.0
     integer: bool = True
     offset: float = 0.0
 
     def threshold(self, coin: int) -> ThresholdEncoding:
-        return ThresholdEncoding(f"CASE WHEN {self.bucket_sql} <= {int(coin)} THEN 1 ELSE 0 END", 2,
-                                 f"x <= coin {coin}", coin=int(coin))
+        return ThresholdEncoding(E.threshold(self.bucket, int(coin)), 2, f"x <= coin {coin}", coin=int(coin),
+                                 bucket=self.bucket)
 
     def level(self, width: int) -> LevelEncoding:
         nodes = -(-self.size // width)
-        return LevelEncoding(f"CAST(({self.bucket_sql}) // {int(width)} AS BIGINT)", nodes, f"node of width {width}",
-                             width=int(width))
+        return LevelEncoding(E.op("//", self.bucket, int(width)), nodes, f"node of width {width}",
+                             width=int(width), bucket=self.bucket)
 
     def value(self, coin: float) -> float:
         """The reported value of coin ``coin``."""

@@ -12,6 +12,7 @@ from scipy import stats
 
 import ldpql
 from ldpql import connection, executor
+from ldpql.backends import duckdb as duckdb_backend
 from ldpql.mechanisms import Round
 from ldpql.mechanisms.rr import RandomizedResponse
 
@@ -61,7 +62,7 @@ def test_a_broken_exact_path_would_be_caught(small, monkeypatch):
 def test_chunked_and_unchunked_runs_agree(small, monkeypatch):
     q = "SELECT LDP_MEAN(x) FROM s EPSILON 1 OPTIONS (seed = {seed}, mechanism = 'piecewise')"
     whole = _runs(small, q)
-    monkeypatch.setattr(executor, "BATCH_ROWS", 257)
+    monkeypatch.setattr(duckdb_backend, "BATCH_ROWS", 257)
     chunked = _runs(small, q)
     assert stats.ks_2samp(whole[:, 0], chunked[:, 0]).pvalue > 1e-4
     # reproducible: the same seed on the same ledger state (a fresh connection) replays the same noise
@@ -75,7 +76,7 @@ def test_streaming_from_parquet_uses_bounded_batches(eval_con, tmp_path, monkeyp
     pq.write_table(pa.table({"k": np.arange(50_000) % 5}), tmp_path / "k.parquet")
     eval_con.sql(f"CREATE TABLE k FROM '{tmp_path / 'k.parquet'}' (k PRIVATE INTEGER BETWEEN 0 AND 4)")
     seen = []
-    monkeypatch.setattr(executor, "BATCH_ROWS", 4096)
+    monkeypatch.setattr(duckdb_backend, "BATCH_ROWS", 4096)
     from ldpql.mechanisms import Identity
 
     original = Identity.randomize
@@ -101,10 +102,11 @@ def test_a_protocol_that_overspends_is_stopped(small):
         yield Round(RandomizedResponse(1.0), enc)  # the same users again: 2 > 1
 
     bad = dataclasses.replace(agg, chosen=dataclasses.replace(agg.chosen, protocol=lambda eps: greedy))
-    from ldpql.executor import Executor, public_cells
+    from ldpql.backends.base import Population
+    from ldpql.executor import Executor
 
     with pytest.raises(ldpql.InternalError) as info:
-        Executor(small.duck).run(dataclasses.replace(p, aggregates=[bad]), public_cells(small.duck, p.table, None, []), 1)
+        Executor(small.backend).run(dataclasses.replace(p, aggregates=[bad]), small.backend.cells(Population(p.table)), 1)
     assert "past the planned ε" in str(info.value)
 
 
@@ -119,9 +121,10 @@ def test_disjoint_rounds_at_full_epsilon_are_allowed(small):
         return ldpql.mechanisms.Estimate(np.array([a.n + b.n]), np.array([0.0]))
 
     ok = dataclasses.replace(agg, chosen=dataclasses.replace(agg.chosen, protocol=lambda eps: halves))
-    from ldpql.executor import Executor, public_cells
+    from ldpql.backends.base import Population
+    from ldpql.executor import Executor
 
-    out = Executor(small.duck).run(dataclasses.replace(p, aggregates=[ok]), public_cells(small.duck, p.table, None, []), 1)
+    out = Executor(small.backend).run(dataclasses.replace(p, aggregates=[ok]), small.backend.cells(Population(p.table)), 1)
     assert out[(0, 0)].values[0] == 3000
 
 
