@@ -24,7 +24,7 @@ from ldpql.errors import (BudgetExceededError, CatalogError, Error, ExecuteError
                           PrivacyError)
 from ldpql.backends.base import Population, where_expr
 from ldpql.backends.duckdb import DuckDBBackend
-from ldpql.executor import Cell, Executor
+from ldpql.executor import CANONICAL_USERS, Cell, Executor
 from ldpql.grammar import ast, parse
 from ldpql.ledger import Ledger
 from ldpql.planner import Plan, PublicFacts, check_option, check_public, plan, sweep
@@ -285,6 +285,7 @@ class Connection:
             p, cells, users = self._plan(stmt, text, table)
             _check_accuracy(p)
             ex = Executor(self.backend, self.progress)
+            ex.canonical = self._seeded(p) and p.n <= CANONICAL_USERS   # seeded: the data and the seed decide
             tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
             if p.n == 0 or math.isinf(p.epsilon):
                 if math.isinf(p.epsilon):
@@ -339,7 +340,6 @@ class Connection:
         is :func:`~ldpql.planner.sweep` for EXPLAIN ... EPSILON IN (...)."""
         table = table or self.catalog.get(stmt.table, stmt.pos, text)
         group = [table.column(c.name, c.pos, text).name for c in stmt.group_by]
-        where = stmt.where.sql() if stmt.where is not None else None
         check_public(stmt, table, text)  # before DuckDB ever evaluates the clauses
         self._check_data(table)
         pop = Population(table, where_expr(stmt.where) if stmt.where is not None else None, tuple(group))
@@ -416,7 +416,7 @@ class Connection:
             _check_accuracy(p)
             self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
             ex = Executor(self.backend, self.progress)
-            ex.cache = {}
+            ex.cache, ex.canonical = {}, self._seeded(p) and p.n <= CANONICAL_USERS
             exact_plan = dataclasses.replace(p, aggregates=[dataclasses.replace(a, epsilon=math.inf, users=(0.0, 1.0))
                                                             for a in p.aggregates], epsilon=math.inf)
             truth = ex.run(exact_plan, cells, 0) if p.n else {}

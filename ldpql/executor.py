@@ -34,11 +34,14 @@ from ldpql import expr as E
 from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, where_expr
 from ldpql.backends.memory import SlicedUsers
 from ldpql.errors import ExecuteError, InternalError
-from ldpql.mechanisms import Estimate, Reply, Round, add_virtual
+from ldpql.mechanisms import Estimate, Protocol, Reply, Round, add_virtual
 from ldpql.planner import Plan
 
 REPORT_CELLS = 1 << 20          # users x report width randomized at once (bounds memory; cache-sized chunks)
 CHUNK_USERS = 1 << 16           # and at most this many users (narrow reports: smaller chunks stay in cache)
+CANONICAL_ROWS = 1 << 20        # users per batch when a seeded run rebuilds them from value counts
+CANONICAL_USERS = 1 << 27       # up to this many users a seeded run randomizes them in a fixed order (memory
+                                # grows with a continuous column's distinct values); beyond, in the row order
 PARTS = 2                       # each batch is randomized in PARTS slices, one Generator per slice (fixed, so
                                 # results do not depend on the machine's core count)
 
@@ -68,6 +71,7 @@ class Executor:
         self.touched = False
         self._at, self._planned = (0, 0, 1), 1   # (round, batch, batches in it) and the rounds planned (progress)
         self.cache: dict | None = None  # value counts kept across runs (EVALUATE repeats a statement)
+        self.canonical = False          # per-user rounds from value counts in a fixed order (seeded runs)
 
     def run(self, plan: Plan, cells: list[Cell], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run every aggregate on every cell; returns {(aggregate index, cell index): Estimate}."""
@@ -85,12 +89,32 @@ class Executor:
             self._advance(t, None)
         return tasks
 
+    def run_protocol(self, protocol: Protocol, rng: np.random.Generator, exact_positions: bool = False) -> Estimate:
+        """One protocol over every user of the backend, at its own ε, randomness from ``rng``: the in-memory runs
+        of tests and reproductions (:mod:`ldpql.simulation`), through the same round code as a statement's.
+        ``exact_positions`` gives sub-intervals exactly round(n·length) users (a paper's batch sizes)."""
+        self._pop = Population(None)
+        self._cells = self.backend.cells(self._pop)
+        self._counts, self._users, self._salt, self._entropy = {}, {}, 0, None
+        self._users_rng, self._exact_positions = rng, exact_positions
+        t = _Task(0, 0, protocol)
+        self._advance(t, None)
+        while t.result is None:
+            r = t.round
+            if r.randomizer.exact and r.encoding.size is not None:
+                reply = self._exact([t], Slice(), rng)[0]
+            else:
+                reply = self._per_user(Slice(*r.users), {0: r}, rng, "protocol", 0)[0]
+            self._advance(t, add_virtual(r, reply, rng))
+        return t.result
+
     def finish(self, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run the started protocols to their estimates, with randomness from ``entropy``."""
         self._started, self._salt, self._entropy = time.monotonic(), entropy % (1 << 62), entropy
         self._cell_spent: dict[int, list] = {}
         self._counts = self.cache if self.cache is not None else {}  # rounds sharing a base share one read
         self._users: dict[tuple[int, int], SlicedUsers] = {}
+        self._users_rng, self._exact_positions = None, False
         return self._loop(self._plan, tasks, entropy)
 
     def _loop(self, plan: Plan, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
@@ -183,7 +207,7 @@ class Executor:
         first = group[0].round
         counter = self._counter(share)
         if first.users == (0.0, 1.0):
-            hists = first.encoding.histograms(counter, [t.cell for t in group])
+            hists = self.backend.histograms(first.encoding, counter, [t.cell for t in group])
         else:
             hists = {t.cell: self._sliced(t, counter).counts(t.round.encoding, t.round.users) for t in group}
         out = {}
@@ -201,8 +225,9 @@ class Executor:
         users = self._users.get((t.agg, t.cell))
         if users is None:
             values, counts = counter(base).get(t.cell, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-            seed = np.random.SeedSequence(self._entropy, spawn_key=(t.agg, t.cell, 1 << 20))
-            users = self._users[(t.agg, t.cell)] = SlicedUsers(base, values, counts, np.random.default_rng(seed))
+            rng = self._users_rng or np.random.default_rng(np.random.SeedSequence(self._entropy,
+                                                                                  spawn_key=(t.agg, t.cell, 1 << 20)))
+            users = self._users[(t.agg, t.cell)] = SlicedUsers(base, values, counts, rng, self._exact_positions)
         elif users.base != base:   # another base for the same users would need their joint counts
             raise InternalError("a protocol asked sub-intervals of its users about two different encodings")
         return users
@@ -235,7 +260,9 @@ class Executor:
         only = next(iter(rounds))
         with ThreadPoolExecutor(max_workers=max(1, min(PARTS, os.cpu_count() or 1))) as pool:
             try:
-                for cell_of, xs in self.backend.batches(self._pop, self._cells, enc.expr, users):
+                rows = (self._from_counts(enc.expr, users) if self.canonical else
+                        self.backend.batches(self._pop, self._cells, enc.expr, users))
+                for cell_of, xs in rows:
                     items = [(only, xs)] if cell_of is None else list(_split_by_cell(cell_of, xs, rounds))
                     collect(pending)  # the previous batch: each Generator is used by one slice at a time
                     pending = [pool.submit(work, p, [(c, x[len(x) * p // PARTS:len(x) * (p + 1) // PARTS])
@@ -250,6 +277,18 @@ class Executor:
                     f.cancel()
         return {c: Reply(sums[c] if c in sums else _randomize_sum(rounds[c].randomizer, np.zeros(0, np.int64),
                                                                   gens[0]), counts[c]) for c in rounds}
+
+    def _from_counts(self, x: E.Expr, users: Slice):
+        """The users' inputs rebuilt from their value counts, cell by cell and value by value: what a seeded run
+        randomizes, so that its answer depends on the data and the seed alone, not on the order in which a
+        backend reads or partitions the rows (the same answer on every backend)."""
+        counts = self.backend.value_counts(self._pop, self._cells, x, users)
+        for cell in sorted(counts):
+            values, n = counts[cell]
+            xs = np.repeat(values, n)
+            for i in range(0, len(xs), CANONICAL_ROWS):
+                part = xs[i:i + CANONICAL_ROWS]
+                yield (np.full(len(part), cell, dtype=np.int64) if self._pop.group_by else None), part
 
     def _report(self, message: str, fraction: float = 0.0) -> None:
         """Tell the progress callback how far the statement is in its planned schedule: rounds done, plus

@@ -88,6 +88,11 @@ class Backend(ABC):
         """The users' ``x`` in row batches of bounded size: (cell index per row, or None without GROUP BY; x),
         in the source's row order."""
 
+    def histograms(self, encoding, counts, cells: list[int]) -> dict[int, np.ndarray]:
+        """Every cell's input histogram of one exact round over all of the aggregate's users: the encoding's own
+        reading of the value counts ``counts(expr)`` (an in-memory backend may answer otherwise)."""
+        return encoding.histograms(counts, cells)
+
     def interrupt(self) -> None:
         """Stop a running read (another thread calls this when the consumer stops early)."""
 

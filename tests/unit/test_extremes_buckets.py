@@ -16,7 +16,7 @@ from ldpql.mechanisms.base import Encoding
 from ldpql.mechanisms.buckets import Buckets, bucket_search, plan_buckets, read_buckets
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.identity import Identity
-from ldpql.mechanisms.minimum import drive
+from ldpql.simulation import drive
 from ldpql.mechanisms.oue import OUE
 
 

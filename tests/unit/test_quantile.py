@@ -19,8 +19,9 @@ from ldpql.mechanisms.quantile_histogram import histogram_protocol, oracle, pref
 from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha_update, bayess_guard, bayess_protocol,
                                        bayess_split, bracket, capacity_quantile, edges, exact_protocol,
                                        likelihood_ratios, nbs_protocol, nbs_steps, padded_protocol, padding_users,
-                                       reduce_visits, several, simulate, split_evenly, _Users)
+                                       reduce_visits, several, split_evenly)
 from ldpql.mechanisms.rr import RandomizedResponse
+from ldpql.simulation import simulate
 from ldpql.mechanisms.shuffle import (code_epsilon0, feldman_cap, feldman_central, paper_epsilon0, required_users,
                                       shuffle_budget, tight_epsilon0)
 
@@ -174,17 +175,18 @@ def test_engine_reads_the_cdf_by_rank_error():
 # ---- protocols: privacy shape and noise-off exactness ----------------------------------------------------------
 
 def _record(protocol, coins, rng):
-    """Run a protocol like :func:`simulate`, recording every round."""
-    pool, rounds = _Users(coins, None, rng), []
-    try:
+    """Run a protocol through :func:`simulate`, recording every round."""
+    rounds = []
+
+    def spy():
         rnd = next(protocol)
         while True:
             rounds.append(rnd)
-            counts = pool.counts(rnd.encoding, rnd.users)
-            reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum()))
-            rnd = protocol.send(add_virtual(rnd, reply, rng))
-    except StopIteration as stop:
-        return rounds, stop.value
+            try:
+                rnd = protocol.send((yield rnd))
+            except StopIteration as stop:
+                return stop.value
+    return rounds, simulate(spy(), rng, coins=coins)
 
 
 @pytest.mark.parametrize("make", [
