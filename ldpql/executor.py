@@ -39,7 +39,7 @@ from ldpql.planner import Plan
 
 REPORT_CELLS = 1 << 20          # users x report width randomized at once (bounds memory; cache-sized chunks)
 CHUNK_USERS = 1 << 16           # and at most this many users (narrow reports: smaller chunks stay in cache)
-CANONICAL_ROWS = 1 << 20        # users per batch when a seeded run rebuilds them from value counts
+CANONICAL_ROWS = 1 << 16        # users per batch when a seeded run rebuilds them from value counts
 CANONICAL_USERS = 1 << 27       # up to this many users a seeded run randomizes them in a fixed order (memory
                                 # grows with a continuous column's distinct values); beyond, in the row order
 PARTS = 2                       # each batch is randomized in PARTS slices, one Generator per slice (fixed, so

@@ -138,7 +138,8 @@ def _cast(x: Vec, to: str) -> Vec:
                 null[i] = True
         return (out, null | np.array([i is None for i in v], bool)) if v.dtype == object else (v.astype(float), null)
     if to == "BIGINT":   # only ever applied to whole numbers (after floor, ceil, round, or a clamped integer)
-        return np.where(null, 0, np.rint(np.asarray(v, dtype=float))).astype(np.int64), null
+        with np.errstate(invalid="ignore"):   # NaN in a CASE branch not taken
+            return np.where(null, 0, np.rint(np.nan_to_num(np.asarray(v, dtype=float)))).astype(np.int64), null
     if to == "VARCHAR":
         return np.array([None if isinstance(i, float) and np.isnan(i) else str(i) for i in v], dtype=object), null
     if to == "BOOLEAN":
@@ -176,9 +177,24 @@ _ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, 
           ">=": np.greater_equal}
 
 
+_COMPARE = ("=", "<>", "<", "<=", ">", ">=")
+
+
 def _binop(op: str, a: Vec, b: Vec) -> Vec:
     with np.errstate(all="ignore"):
+        if op in _COMPARE and a[0].dtype.kind == "f" or op in _COMPARE and b[0].dtype.kind == "f":
+            return _compare(op, a[0].astype(float), b[0].astype(float)), a[1] | b[1]
         return _ARITH[op](a[0], b[0]), a[1] | b[1]
+
+
+def _compare(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """SQL engines' order on doubles (DuckDB's and Spark's): NaN equals NaN and is above every other value."""
+    key = lambda v: np.where(np.isnan(v), 1, 0)  # noqa: E731
+    kx, ky = key(x), key(y)
+    x, y = np.where(kx == 1, 0.0, x), np.where(ky == 1, 0.0, y)
+    less = (kx < ky) | ((kx == ky) & (x < y))
+    equal = (kx == ky) & (x == y)
+    return {"=": equal, "<>": ~equal, "<": less, "<=": less | equal, ">": ~(less | equal), ">=": ~less}[op]
 
 
 def _logic(op: str, args: list[Vec]) -> Vec:
