@@ -20,7 +20,8 @@ import numpy as np
 from ldpql import expr as E
 from ldpql.backends.base import Backend, Cell, Counts, Population, Slice
 
-SMALL_SUPPORT = 2048      # up to this many distinct values, numpy's multivariate hypergeometric draws directly
+SMALL_SUPPORT = 2048      # up to this many distinct values (or the users drawn), numpy's multivariate
+                          # hypergeometric draws directly
 PERMUTE_LIMIT = 1 << 22   # up to this many users, they are held as one random permutation of their values
 
 
@@ -72,7 +73,7 @@ class SlicedUsers:
     def _draw(self, m: int) -> np.ndarray:
         if m == 0:
             return np.zeros(len(self.left), dtype=np.int64)
-        if len(self.left) <= SMALL_SUPPORT:
+        if len(self.left) <= max(SMALL_SUPPORT, m):   # O(distinct values), in C: cheaper than m picks then
             return self.rng.multivariate_hypergeometric(self.left, m, method="marginals")
         picks = self.rng.choice(int(self.left.sum()), m, replace=False)   # O(m log K), not O(K) per draw
         return np.bincount(np.searchsorted(np.cumsum(self.left), picks, side="right"), minlength=len(self.left))
