@@ -577,10 +577,13 @@ class Bench:
             call, reads = AGGREGATES[agg]
             for p in self.args.partitions:
                 r = self.run("spark", directory, select(agg), reads, partitions=p)
-                rows.append([call, p, fmt_s(r), fmt_mb(r), fmt_rate(r, n), r.get("jobs", "-"),
-                             str(r["rows"][0][-1])[:12] if r.get("ok") and r.get("rows") else "-"])
-        self.emit(table(["aggregate", "partitions", "Spark s", "peak MB", "users/s", "Spark jobs", "answer (first row)"],
-                        rows))
+                rows.append([call, p, fmt_s(r), fmt_mb(r), fmt_rate(r, n), r.get("jobs", "-"), fmt_reads(r),
+                             str(r["rows"][0][-1])[:12] if r.get("ok") and r.get("rows") else "-",
+                             r.get("connect") or "-"])
+        self.emit(table(["aggregate", "partitions", "Spark s", "peak MB", "users/s", "Spark jobs", "column reads",
+                         "answer (first row)", "connect(...) took"], rows))
+        self.emit("\nPartitions are set on the session (input split size, shuffle partitions, default parallelism) "
+                  "and passed as `partitions=` when `ldpql.connect(backend='spark', ...)` accepts it (last column).")
         self.emit("\nWith one seed the answers must not change with the partition count.")
 
     def targets(self, found: dict, sizes: list[int]) -> None:
