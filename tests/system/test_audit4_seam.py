@@ -383,3 +383,32 @@ def test_a_wide_integer_group_key_is_answered_or_refused_before_the_charge(key):
         assert "charge" not in str(e), str(e).splitlines()[0]
     else:
         assert len(rows) >= 2
+
+
+# ---- 8. a declared domain so wide that the encoding's arithmetic overflows ---------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a data-dependent failure, i.e. one bit about one user at ε = ∞: over a declared domain whose width "
+    "overflows a double (BETWEEN -1e308 AND 1e308: high - low = inf, so the coin step is inf), LDP_MEDIAN's coin "
+    "index floor((x - low)/step) is NaN for x ≥ ~8e307 (inf/inf) and CAST(NaN AS BIGINT) raises in DuckDB; "
+    "over BETWEEN 0 AND 1.797e308, LDP_MIN's bucket (x - low)·size/span is inf for x ≥ ~5e307 and its cast "
+    "raises. Two tables differing in one user's value (0 or 9e307, 1999 other users at 0): the statement "
+    "answers on one and fails 'after it had read private data' on the other, every time (an analyst's session "
+    "reaches it over the owner's declared table). At 94a3506 LDP_MIN already leaked this bit; LDP_MEDIAN failed on "
+    "both tables (a constant failure, no bit), so for quantiles the seam turned it into a leak. Fix: E.index clamps "
+    "the DOUBLE (NaN included) before the cast, as bounded_index does, and/or the catalog refuses a domain "
+    "whose width times its resolution is not a finite double"))
+@pytest.mark.parametrize("domain, aggregate", [((-1e308, 1e308), "LDP_MEDIAN(x)"),
+                                               ((-1e308, 1e308), "LDP_QUANTILE(x, 0.9, resolution => 8)"),
+                                               ((0.0, 1.7976931348623157e308), "LDP_MIN(x)")])
+def test_one_users_value_cannot_decide_whether_a_statement_fails(domain, aggregate):
+    outcomes = []
+    for target in (0.0, 9e307):
+        con = ldpql.connect(seed=1, evaluation=True)
+        con.register("t", pa.table({"x": np.r_[np.zeros(1999), target]}), private={"x": domain}, budget=1e9)
+        try:
+            con.sql(f"SELECT {aggregate} FROM t EPSILON 4").fetchall()
+            outcomes.append("answered")
+        except ldpql.Error as e:
+            outcomes.append(type(e).__name__)
+    assert outcomes == ["answered", "answered"]
