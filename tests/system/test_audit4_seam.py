@@ -445,3 +445,46 @@ def test_a_users_split_over_a_query_or_view_source_answers(stmt, source):
     con.sql(f"CREATE TABLE t FROM {source} (x PRIVATE BETWEEN 0 AND 1, g PUBLIC) BUDGET EPSILON 100")
     rows = con.sql(stmt.format(t="t")).fetchall()
     assert rows and all(0.3 < r[-2 if "GROUP" in stmt else 0] < 0.7 for r in rows)
+
+
+# ---- 10. the counts path of SlicedUsers (more users than it permutes) -------------------------------------------------
+
+def test_sliced_users_beyond_the_permute_limit_draw_uniform_subsets():
+    # above PERMUTE_LIMIT users are held as counts: a round draws a multivariate hypergeometric subset (few
+    # distinct values) or picks users by rank (many values, few users): both must be uniform subsets
+    from ldpql.backends.memory import PERMUTE_LIMIT, SlicedUsers
+    values = np.arange(10_000)
+    counts = np.full(10_000, PERMUTE_LIMIT // 10_000 + 100)           # 4.2e6 users, 10^4 distinct values
+    counts[:100] *= 5                                                 # a heavy first 1 % of the values
+    n = int(counts.sum())
+    enc = Encoding(E.Column("x"), size=10_000)
+    heavy, sizes, disjoint = [], [], True
+    for seed in range(40):
+        users = SlicedUsers(E.Column("x"), values, counts, np.random.default_rng(seed))
+        assert users.users is None                                    # the counts path, not a permutation
+        small = users.counts(enc, (0.0, 0.001))                       # ~4.4e3 users < 10^4 values: picks by rank
+        big = users.counts(enc, (0.5, 1.0))                           # ~2.2e6 users: hypergeometric draw
+        disjoint &= bool(((small + big) <= counts).all())
+        heavy.append(small[:100].sum() / max(small.sum(), 1))
+        heavy.append(big[:100].sum() / big.sum())
+        sizes.append(int(small.sum()))
+    share = counts[:100].sum() / n
+    assert disjoint
+    assert abs(np.mean(heavy) - share) < 0.004                        # 0.0476 expected; sd of the mean ~6e-4
+    assert abs(np.mean(sizes) - n * 0.001) < 4 * np.sqrt(n * 0.001 / 40)
+
+
+def test_count_conditions_on_temporal_columns_are_total():
+    # ±infinity timestamps and dates, a time zone at +14, NULL, and a literal that is no date ('2021-13-45')
+    specials = {"ts": ("TIMESTAMP", ["'infinity'", "'-infinity'", "NULL", "'294246-12-31 23:59:59'"]),
+                "d": ("DATE", ["'infinity'", "'-infinity'", "NULL", "'2020-02-29'"]),
+                "tz": ("TIMESTAMPTZ", ["'infinity'", "'-infinity'", "NULL", "'2020-06-01 00:00:00+14'"])}
+    for c, (kind, values) in specials.items():
+        for special in values:
+            con = ldpql.connect(seed=1, evaluation=True)
+            con.duck.execute(f"CREATE TABLE src AS SELECT CASE WHEN i = 0 THEN {special}::{kind} ELSE "
+                             f"'2020-06-01'::{kind} + INTERVAL (i % 300) DAY END AS {c} FROM range(2000) t(i)")
+            con.sql(f"CREATE TABLE t FROM src ({c} PRIVATE) BUDGET EPSILON 1000")
+            for cond in (f"{c} > '2020-01-01'", f"{c} BETWEEN '2019-01-01' AND '2021-13-45'", f"{c} IS NULL",
+                         f"NOT {c} IN ('2020-06-02', '2020-06-03')"):
+                assert con.sql(f"SELECT LDP_COUNT({cond}) FROM t EPSILON 4").fetchall()
