@@ -488,3 +488,27 @@ def test_count_conditions_on_temporal_columns_are_total():
             for cond in (f"{c} > '2020-01-01'", f"{c} BETWEEN '2019-01-01' AND '2021-13-45'", f"{c} IS NULL",
                          f"NOT {c} IN ('2020-06-02', '2020-06-03')"):
                 assert con.sql(f"SELECT LDP_COUNT({cond}) FROM t EPSILON 4").fetchall()
+
+
+# ---- 11. ACCURACY: what runs is what is charged ------------------------------------------------------------------------
+
+def test_an_accuracy_statement_spends_what_it_charges(monkeypatch):
+    # the ε found by the accuracy search is the one the driver's spend check enforces, per cell and over the
+    # aggregates of the statement, and the one the ledger keeps
+    from ldpql import executor
+    seen = []
+    original = executor._max_coverage
+
+    def spy(intervals):
+        seen.append(original(intervals))
+        return seen[-1]
+
+    monkeypatch.setattr(executor, "_max_coverage", spy)
+    con = ldpql.connect()
+    con.register("t", pa.table({"x": np.random.default_rng(0).uniform(0, 1, 20_000), "g": np.arange(20_000) % 2}),
+                 private={"x": (0, 1)}, public=["g"], budget=10)
+    res = con.sql("SELECT g, LDP_MEAN(x), LDP_MEDIAN(x) FROM t GROUP BY g ACCURACY ±0.05")
+    eps = res.plan.epsilon
+    assert 0 < eps < 10 and seen and max(seen) <= eps * (1 + 1e-9)
+    (row,) = con.sql("SHOW BUDGET t").fetchall()
+    assert row[2] == pytest.approx(eps) and row[3] == pytest.approx(10 - eps)
