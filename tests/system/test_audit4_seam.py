@@ -512,3 +512,26 @@ def test_an_accuracy_statement_spends_what_it_charges(monkeypatch):
     assert 0 < eps < 10 and seen and max(seen) <= eps * (1 + 1e-9)
     (row,) = con.sql("SHOW BUDGET t").fetchall()
     assert row[2] == pytest.approx(eps) and row[3] == pytest.approx(10 - eps)
+
+
+# ---- 12. row-position keys under a parallel scan ------------------------------------------------------------------------
+
+def test_complementary_slices_of_a_parallel_parquet_scan_partition_the_users(tmp_path):
+    # without a privacy unit a user is its row position (row_number() OVER ()): two scans of one statement (one
+    # per aggregate's share) must number the rows alike, or a user could land in both shares or in neither
+    import pyarrow.parquet as pq
+    n = 400_000
+    path = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"id": np.arange(n), "x": np.random.default_rng(0).random(n)}), path,
+                   row_group_size=20_000)
+    con = ldpql.connect()
+    con.duck.execute("SET threads = 4")
+    con.sql(f"CREATE TABLE t FROM '{path}' (x PRIVATE BETWEEN 0 AND 1) BUDGET EPSILON 10")
+    for where in (None, E.BinOp(">", E.Column("x"), E.Literal(0.25))):
+        pop = Population(con.catalog.get("t"), where)
+        cells = con.backend.cells(pop)
+        ids = [con.backend.value_counts(pop, cells, E.Column("id"), Slice(a, b, 987654321))[0][0]
+               for a, b in ((0.0, 0.3), (0.3, 1.0))]
+        assert len(np.intersect1d(ids[0], ids[1])) == 0
+        assert len(ids[0]) + len(ids[1]) == cells[0].n
+        assert abs(len(ids[0]) / cells[0].n - 0.3) < 0.005
