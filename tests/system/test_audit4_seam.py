@@ -535,3 +535,27 @@ def test_complementary_slices_of_a_parallel_parquet_scan_partition_the_users(tmp
         assert len(np.intersect1d(ids[0], ids[1])) == 0
         assert len(ids[0]) + len(ids[1]) == cells[0].n
         assert abs(len(ids[0]) / cells[0].n - 0.3) < 0.005
+
+
+def test_category_and_integer_encodings_are_total_on_hostile_numbers():
+    # declared categories over a DOUBLE column (NaN, ±inf, -0.0, 1e308, NULL, a value between categories), over a
+    # BIGINT column holding ±2^63, and INTEGER domains over both: every aggregate answers, on both paths
+    n = 1500
+    hostile = [np.nan, np.inf, -np.inf, 1.0, 2.0, 3.0, 1.5, -0.0, 0.0, 1e308, None]
+    doubles = pa.array([hostile[i % len(hostile)] for i in range(n)], pa.float64())
+    ints = pa.array([[None, 0, 1, 2, 3, -(2 ** 63), 2 ** 63 - 1][i % 7] for i in range(n)], pa.int64())
+    con = ldpql.connect(seed=1, evaluation=True)
+    declared = [("a", doubles, [1.0, 2.0, 3.0]), ("b", doubles, [0.0, 1.5]), ("c", ints, [0, 1, 2]),
+                ("k", ints, {"between": (0, 3), "integer": True}), ("m", doubles, {"between": (0, 3), "integer": True})]
+    failures = []
+    for name, col, dom in declared:
+        con.register(name, pa.table({"v": col, "tag": [name] * n}), private={"v": dom}, budget=1e9)
+        for agg in ("LDP_HISTOGRAM(v)", "LDP_MODE(v)", "LDP_MEAN(v)", "LDP_MEDIAN(v)", "LDP_MIN(v)"):
+            for options in ("", "OPTIONS (simulation = 'per_user')"):
+                try:
+                    con.sql(f"SELECT {agg} FROM {name} EPSILON 2 {options}").fetchall()
+                except ldpql.PlanError:
+                    continue
+                except ldpql.Error as e:
+                    failures.append((name, agg, options, str(e).splitlines()[0]))
+    assert failures == []
