@@ -559,3 +559,14 @@ def test_category_and_integer_encodings_are_total_on_hostile_numbers():
                 except ldpql.Error as e:
                     failures.append((name, agg, options, str(e).splitlines()[0]))
     assert failures == []
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "latent: DESIGN §4.1 lets a round name 'the same users again' (costing them ε again), and the spend check "
+    "allows two rounds over [0, .5) at ε = 0.5 each under a plan of ε = 1; the per-user path answers them (the "
+    "hashed slice is the same users), but on the exact path SlicedUsers raises ValueError('simulated rounds "
+    "overlap') on the second round: a plain ValueError after the read (charge kept, no answer) for a plan the "
+    "driver itself accepted. No shipped protocol repeats a sub-interval today"))
+def test_the_same_sub_interval_asked_twice_reaches_the_same_users():
+    a, b = _who_answered([(_SeenExact, (0.0, 0.5)), (_SeenExact, (0.0, 0.5))])
+    assert np.array_equal(a, b)
