@@ -570,3 +570,16 @@ def test_category_and_integer_encodings_are_total_on_hostile_numbers():
 def test_the_same_sub_interval_asked_twice_reaches_the_same_users():
     a, b = _who_answered([(_SeenExact, (0.0, 0.5)), (_SeenExact, (0.0, 0.5))])
     assert np.array_equal(a, b)
+
+
+def test_padded_quantiles_have_one_law_on_both_paths():
+    # BayeSS with virtual users (quantile_mode => 'padding'): one-user rounds drawn from the counts on the exact
+    # path, the hashed slice per user, and the virtual users' reports added by the driver on both
+    rng = np.random.default_rng(0)
+    con = ldpql.connect(evaluation=True)
+    con.register("t", pa.table({"x": np.round(rng.uniform(0, 10, 300), 2)}), private={"x": (0, 10)}, budget=1e9)
+    runs = {sim: [con.sql(f"SELECT LDP_QUANTILE(x, 0.8, quantile_mode => 'padding', resolution => 32) FROM t "
+                          f"EPSILON 1 OPTIONS (simulation = '{sim}', seed = {i})").fetchall()[0][0] for i in range(30)]
+            for sim in ("exact", "per_user")}
+    assert len(set(runs["exact"])) > 3
+    assert stats.ks_2samp(runs["exact"], runs["per_user"]).pvalue > 1e-3
