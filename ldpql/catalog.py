@@ -253,12 +253,19 @@ def _domain(cdef: ast.ColumnDef, dtype: str, table: str, text: str = "") -> Doma
         raise e.with_position(text, pos.line or None, pos.column or None) from None
 
 
+MAX_BOUND = 1e150   # |bounds| of a BETWEEN domain: (x - low)·2^52/width stays finite for any value inside it
+
+
 def _range_domain(d: ast.RangeDomain, default: Any, dtype: str, where: str) -> NumericDomain:
     if type_kind(dtype) not in ("integer", "numeric"):
         raise CatalogError(f"{where} is {dtype}, but BETWEEN declares a numeric range",
                            hint="declare categories with IN (...), or cast the column in a FROM (SELECT ...) query")
     if not (is_number(d.low) and is_number(d.high)):
         raise CatalogError(f"{where}: the bounds of BETWEEN must be finite numbers", hint="for example BETWEEN 0 AND 1e6")
+    if max(abs(d.low), abs(d.high)) > MAX_BOUND:
+        # beyond it, the arithmetic that maps a value to its bucket or lattice point overflows to inf and NaN
+        raise CatalogError(f"{where}: bounds beyond ±{MAX_BOUND:g} are not supported, not {d.low:g} and {d.high:g}",
+                           hint="declare the range the data can really take, or rescale the column in a query")
     if not d.low < d.high:
         raise CatalogError(f"{where}: the range BETWEEN {d.low:g} AND {d.high:g} is empty",
                            hint="write the lower bound first")
@@ -477,8 +484,13 @@ def check_budget(eps: float, delta: float) -> None:
 
 
 def check_unique_units(from_sql: str, unit: str, duck: duckdb.DuckDBPyConnection) -> None:
-    """Refuse a privacy-unit column whose value repeats on several rows. The message says only that some unit
-    repeats, never how many (a number computed from the data)."""
+    """Refuse a privacy-unit column that is NULL on some row or whose value repeats on several rows. The message
+    says only that some unit does, never how many (a number computed from the data); the unit is public."""
+    missing = duck.execute(f"SELECT EXISTS (SELECT 1 FROM {from_sql} WHERE {quote_name(unit)} IS NULL)").fetchall()[0][0]
+    if missing:   # a NULL unit names nobody: its user would have no key, in no slice and no ledger row
+        raise CatalogError(f"some privacy units of `{unit}` are NULL; each user needs a unit",
+                           hint=f"drop or label those rows in a query source: FROM (SELECT * FROM ... WHERE "
+                                f"{quote_name(unit)} IS NOT NULL)")
     dup = duck.execute(f"SELECT EXISTS (SELECT 1 FROM {from_sql} GROUP BY {quote_name(unit)} "
                        f"HAVING count(*) > 1)").fetchall()[0][0]
     if dup:

@@ -60,6 +60,7 @@ class _Task:
     round: Round | None = None
     result: Estimate | None = None
     spent: list[tuple[float, float, float]] = field(default_factory=list)  # (u0, u1, ε) of rounds it ran
+    path: str | None = None   # 'exact' or 'per user': the path its sub-interval rounds take (one only)
 
 
 class Executor:
@@ -126,7 +127,9 @@ class Executor:
             for b, (key, group) in enumerate(batches.items()):
                 self._at = (step, b, len(batches))   # where the progress display is in the planned schedule
                 k = seen[key[0]] = seen.get(key[0], -1) + 1  # batches of one aggregate in one step: own streams
-                spawn = (key[0], step) if k == 0 else (key[0], step, k)
+                # tagged keys: a round's (0, agg, step, k) can equal neither another round's nor a child of one
+                # (the per-user parts spawn (0, agg, step, k, p)) nor a task's user draws (1, agg, cell)
+                spawn = (0, key[0], step, k)
                 rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=spawn)))
                 replies = self._run_round(group, rng, step)
                 for t in group:
@@ -168,6 +171,8 @@ class Executor:
         exact = self._use_exact(list(rounds.values()))
         self._report(f"{a.output}: round {step + 1} ({'exact aggregate' if exact else 'per user'})")
         self.touched = True
+        if group[0].round.users != (0.0, 1.0):
+            self._one_path(group, "exact" if exact else "per user")
         try:
             if exact:
                 replies = self._exact(group, Slice(*a.users, self._salt), rng)
@@ -178,6 +183,15 @@ class Executor:
             raise ExecuteError(f"{self.backend.name} failed while running {a.output}: {str(e).splitlines()[0]}",
                                hint="nothing was spent; check the data source") from None
         return {c: add_virtual(rounds[c], r, rng) for c, r in replies.items()}
+
+    def _one_path(self, group: list[_Task], path: str) -> None:
+        """A task's sub-interval rounds all take one path: the exact path draws a part's users from counts, the
+        per-user path takes them by the hash, and the two are different partitions of the same users."""
+        for t in group:
+            if t.path not in (None, path):
+                raise InternalError(f"{self._plan.aggregates[t.agg].output}: sub-interval rounds on both the exact "
+                                    "and the per-user path would reach some users twice")
+            t.path = path
 
     def _use_exact(self, rounds: list[Round]) -> bool:
         mode = self._plan.simulation
@@ -226,7 +240,7 @@ class Executor:
         if users is None:
             values, counts = counter(base).get(t.cell, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
             rng = self._users_rng or np.random.default_rng(np.random.SeedSequence(self._entropy,
-                                                                                  spawn_key=(t.agg, t.cell, 1 << 20)))
+                                                                                  spawn_key=(1, t.agg, t.cell)))
             users = self._users[(t.agg, t.cell)] = SlicedUsers(base, values, counts, rng, self._exact_positions)
         elif users.base != base:   # another base for the same users would need their joint counts
             raise InternalError("a protocol asked sub-intervals of its users about two different encodings")

@@ -153,14 +153,14 @@ def clamp(x: Expr, low: Any, high: Any) -> Call:
     return call("least", call("greatest", x, low), high)
 
 
-def index(x: Expr, size: int) -> Call:
-    """An integral value as a BIGINT index forced into [0, size)."""
-    return clamp(Cast(x, "BIGINT"), 0, size - 1)
+def index(x: Expr, size: int) -> Cast:
+    """A whole-number DOUBLE as a BIGINT index forced into [0, size): clamped *before* the cast, which would
+    fail on a huge, infinite or NaN value (SQL engines order NaN above every number, so it lands on the top)."""
+    return bounded_index(x, size - 1)
 
 
 def bounded_index(x: Expr, top: int) -> Cast:
-    """A whole-number DOUBLE that may be huge or infinite, clamped to [0, top] *before* the BIGINT cast (which
-    would fail on it otherwise)."""
+    """A whole-number DOUBLE clamped to [0, top], then cast to BIGINT (see :func:`index`)."""
     return Cast(clamp(x, 0, top), "BIGINT")
 
 

@@ -29,12 +29,15 @@ QUEUE_BATCHES = 4               # Arrow batches read ahead of the randomizers (b
 CELLS = "__ldpql_cells"
 
 
-def user_key_sql(table: Table) -> str | None:
+def user_key_sql(table: Table, within_statement: bool = False) -> str | None:
     """ldpql's 64-bit identity of a user: the lower half of the md5 of its privacy unit's text, or its row
-    position in a source whose rows keep their order; None when neither names a person."""
+    position in a source whose rows keep their order; None when neither names a person. ``within_statement``:
+    a key that only has to hold for one statement (a users split), where a query or view source's snapshot
+    numbers its rows too (the ledger charges every user of such a source: its positions name nobody)."""
     if table.privacy_unit:
         return f"md5_number_lower(CAST({quote_name(table.privacy_unit)} AS VARCHAR))"
-    return "row_number() OVER () - 1" if table.identity is None or table.identity.stable_rows else None
+    stable = table.identity is None or table.identity.stable_rows
+    return "row_number() OVER () - 1" if stable or (within_statement and table.source_kind == "snapshot") else None
 
 
 class DuckDBBackend(Backend):
@@ -46,6 +49,7 @@ class DuckDBBackend(Backend):
     def __init__(self, duck: duckdb.DuckDBPyConnection):
         self.duck = duck
         self._registered: tuple | None = None
+        self._cell_keys: tuple | None = None
 
     # -- public facts ------------------------------------------------------------------------------------------
     def cells(self, pop: Population) -> list[Cell]:
@@ -54,8 +58,18 @@ class DuckDBBackend(Backend):
             rows = self._fetch(pop.table, f"SELECT count(*) FROM ({src})")
             return [Cell((), int(rows[0][0]))]
         cols = ", ".join(quote_name(c) for c in pop.group_by)
-        rows = self._fetch(pop.table, f"SELECT {cols}, count(*) FROM ({src}) GROUP BY ALL ORDER BY ALL NULLS LAST")
-        return [Cell(tuple(r[:-1]), int(r[-1])) for r in rows]
+        sql = f"SELECT {cols}, count(*) AS __n FROM ({src}) GROUP BY ALL ORDER BY ALL NULLS LAST"
+        try:
+            keys = self.duck.sql(sql).to_arrow_reader(BATCH_ROWS).read_all()
+        except duckdb.Error as e:
+            raise ExecuteError(f"DuckDB could not read `{pop.table.name}`: {str(e).splitlines()[0]}",
+                               hint="check that the source still exists and that WHERE compares columns with "
+                                    "values of their type") from None
+        cells = [Cell(tuple(r[:-1]), int(r[-1])) for r in zip(*(keys.column(i).to_pylist()
+                                                                 for i in range(keys.num_columns)))]
+        # the keys as DuckDB typed them (HUGEINT, UBIGINT, ...), for the join of every round
+        self._cell_keys = (pop.group_by, tuple(c.key for c in cells), keys.drop_columns(["__n"]))
+        return cells
 
     def covered_users(self, pop: Population) -> np.ndarray | None:
         key = user_key_sql(pop.table)
@@ -117,7 +131,7 @@ class DuckDBBackend(Backend):
         t = pop.table
         src = f"SELECT * FROM {t.from_sql}"
         if not users.everyone:
-            key = user_key_sql(t)
+            key = user_key_sql(t, within_statement=True)
             if key is None:
                 raise InternalError(f"`{t.name}` has no stable row order to key its users by")
             src = (f"SELECT *, CAST(__ldpql_key & 4294967295 AS BIGINT) AS __lo, CAST(__ldpql_key >> 32 AS BIGINT) "
@@ -131,10 +145,12 @@ class DuckDBBackend(Backend):
         key = (pop.group_by, tuple(c.key for c in cells))
         if self._registered == key:
             return
-        keys = list(zip(*[c.key for c in cells])) if cells else [[] for _ in pop.group_by]
-        cols = {g: pa.array(list(k)) for g, k in zip(pop.group_by, keys)}
-        cols["__cell"] = pa.array(range(len(cells)), pa.int64())
-        self.duck.register(CELLS, pa.table(cols))
+        if self._cell_keys is not None and self._cell_keys[:2] == key:
+            table = self._cell_keys[2]
+        else:   # cells that this backend did not list (a caller's own): their keys as Python values
+            keys = list(zip(*[c.key for c in cells])) if cells else [[] for _ in pop.group_by]
+            table = pa.table({g: pa.array(list(k)) for g, k in zip(pop.group_by, keys)})
+        self.duck.register(CELLS, table.append_column("__cell", pa.array(range(len(cells)), pa.int64())))
         self._registered = key
 
     def _fetch(self, table: Table, sql: str) -> list[tuple]:

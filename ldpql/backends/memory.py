@@ -19,6 +19,7 @@ import numpy as np
 
 from ldpql import expr as E
 from ldpql.backends.base import Backend, Cell, Counts, Population, Slice
+from ldpql.errors import InternalError
 
 SMALL_SUPPORT = 2048      # up to this many distinct values (or the users drawn), numpy's multivariate
                           # hypergeometric draws directly
@@ -42,6 +43,7 @@ class SlicedUsers:
         counts = np.asarray(counts, dtype=np.int64)
         self.n, self.asked = int(counts.sum()), 0
         self.taken: list[tuple[float, float]] = []
+        self.drawn: dict[tuple[float, float], np.ndarray] = {}
         if self.n <= PERMUTE_LIMIT:
             self.users, self.left = rng.permutation(np.repeat(self.values, counts)), None
         else:
@@ -50,18 +52,26 @@ class SlicedUsers:
     def counts(self, encoding, users: tuple[float, float]) -> np.ndarray:
         """The input histogram of the round's users: a random subset, of the size described above."""
         s0, s1 = users
+        if (s0, s1) in self.drawn:   # the same users again (their ε counted again by the driver's spend check)
+            return self._histogram(encoding, self.drawn[(s0, s1)])
         if any(a < s1 and s0 < b for a, b in self.taken):
-            raise ValueError("simulated rounds overlap: a user would answer twice")
+            raise InternalError("a round's users overlap an earlier round's without being the same users")
         m = self._size(s0, s1)
         self.taken.append((s0, s1))
         if self.users is not None:
             mine = self.users[self.asked:self.asked + m]
-            self.asked += m
-            return np.bincount(encoding.inputs(mine), minlength=encoding.size).astype(np.int64)
-        drawn = self._draw(m)
-        self.left -= drawn
+        else:
+            mine = self._draw(m)
+            self.left -= mine
         self.asked += m
-        return np.bincount(encoding.inputs(self.values), weights=drawn, minlength=encoding.size).astype(np.int64)
+        self.drawn[(s0, s1)] = mine
+        return self._histogram(encoding, mine)
+
+    def _histogram(self, encoding, mine: np.ndarray) -> np.ndarray:
+        """Input histogram of a part's users: their base values (permutation mode) or counts per value."""
+        if self.users is not None:
+            return np.bincount(encoding.inputs(mine), minlength=encoding.size).astype(np.int64)
+        return np.bincount(encoding.inputs(self.values), weights=mine, minlength=encoding.size).astype(np.int64)
 
     def _size(self, s0: float, s1: float) -> int:
         if self.exact:
@@ -153,8 +163,8 @@ def _round(v: np.ndarray) -> np.ndarray:
 
 
 def _call(func: str, args: list[Vec]) -> Vec:
-    if func in ("least", "greatest"):
-        pick = np.minimum if func == "least" else np.maximum
+    if func in ("least", "greatest"):   # NaN is above every number, as in SQL engines
+        pick = np.fmin if func == "least" else np.maximum
         (v, null), rest = args[0], args[1:]
         for w, wnull in rest:
             v = np.where(null, w, np.where(wnull, v, pick(v, w)))

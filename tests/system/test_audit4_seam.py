@@ -72,16 +72,11 @@ def test_disjoint_exact_sub_intervals_reach_disjoint_users():
     assert int((a + b + c).sum()) == 2000 and (a + b + c).max() == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "latent (no shipped protocol does this today): an aggregate whose sub-interval rounds are answered partly "
-    "on the exact path (SlicedUsers: a random subset drawn from the counts) and partly per user (the hashed "
-    "slice) reaches overlapping users. Rounds over [0, .5) exact and [.5, 1) per user at ε = 0.5 each: 513 of "
-    "2000 users answered both, spending 1.0 while the spend check (intervals) saw 0.5. Nothing refuses the mix "
-    "(only two bases on the exact path are an InternalError); a future protocol mixing RR bits with a "
-    "continuous round, or simulation = 'exact' falling back, would overspend silently"))
-def test_mixed_exact_and_per_user_sub_intervals_reach_disjoint_users():
-    a, b = _who_answered([(_SeenExact, (0.0, 0.5)), (_SeenPerUser, (0.5, 1.0))])
-    assert int(np.count_nonzero((a > 0) & (b > 0))) == 0
+# audit4 finding F5, fixed: an aggregate's sub-interval rounds must all take one path (the exact path draws a
+# part's users from counts, the per-user path takes them by the hash: two partitions of the same users)
+def test_mixed_exact_and_per_user_sub_intervals_are_refused():
+    with pytest.raises(ldpql.InternalError, match="both the exact and the per-user path"):
+        _who_answered([(_SeenExact, (0.0, 0.5)), (_SeenPerUser, (0.5, 1.0))])
 
 
 @pytest.mark.parametrize("mechanism", ["naive_nbs", "hierarchical"])
@@ -134,21 +129,14 @@ def test_every_statement_draws_a_fresh_salt_outside_evaluation_mode():
     assert len(salts) == 50
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a user whose PRIVACY UNIT is NULL has a NULL key (md5_number_lower(NULL)), so its slice value is NULL and "
-    "it is in no slice: one NULL unit among 1000 users, two complementary slices [0,.5) and [.5,1) hold 999. "
-    "Every statement that splits users never asks that user while its aggregates stand for all N (the unit "
-    "check refuses two NULL units but accepts one); covered_users also hands the ledger a masked key for it"))
-def test_a_null_privacy_unit_is_in_exactly_one_slice():
+# audit4 finding F4, fixed: a NULL privacy unit (a user with no key: in no slice, no ledger row) is refused at
+# declaration, and at every statement if the data change
+def test_a_null_privacy_unit_is_refused():
     n = 1000
     con = ldpql.connect(seed=3, evaluation=True)
-    con.register("t", pa.table({"id": [None] + [f"u{i}" for i in range(1, n)], "x": np.zeros(n)}),
-                 private={"x": (0, 10)}, budget=100, privacy_unit="id")
-    pop = Population(con.catalog.get("t"))
-    cells = con.backend.cells(pop)
-    held = sum(int(c[1].sum()) for s in (Slice(0.0, 0.5, 77), Slice(0.5, 1.0, 77))
-               for c in con.backend.value_counts(pop, cells, E.Column("x"), s).values())
-    assert held == n
+    with pytest.raises(ldpql.CatalogError, match="are NULL"):
+        con.register("t", pa.table({"id": [None] + [f"u{i}" for i in range(1, n)], "x": np.zeros(n)}),
+                     private={"x": (0, 10)}, budget=100, privacy_unit="id")
 
 
 def test_units_that_differ_only_after_cast_to_text_are_refused_or_kept_apart():
@@ -337,13 +325,7 @@ def test_simulate_without_exact_positions_has_binomial_batch_sizes():
 
 # ---- 7. the statement's random streams --------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pre-existing (already in 94a3506, not a regression of the seam): in a step where one aggregate runs several "
-    "batches (GROUP BY cells at different thresholds), batch k's round Generator is PCG64(SeedSequence(entropy, "
-    "(agg, step, k))) while batch 0's per-user part k is SFC64 of the child (agg, step, k) of the same "
-    "SeedSequence: 16 of 144 generators of a grouped per-user median share their seed with another. Different "
-    "bit generators, so the streams differ and no correlation is known, but DESIGN §4.3's own stream per "
-    "(statement, aggregate, round) is not what the keys guarantee; a key (agg, step, k, 'round') would be"))
+# audit4 finding, fixed: round generators have tagged spawn keys (0, agg, step, k); a task's user draws (1, agg, cell)
 def test_no_two_random_streams_of_a_statement_share_a_seed(monkeypatch):
     # every (aggregate, round, batch, part) draws from its own stream (DESIGN §4.3). The driver seeds batch k of
     # an aggregate's step with spawn key (agg, step, k), and the per-user parts of batch 0 with the children of
@@ -368,14 +350,9 @@ def test_no_two_random_streams_of_a_statement_share_a_seed(monkeypatch):
     assert len(set(keys)) == len(keys)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a public GROUP BY key that pyarrow cannot hold as int64 (HUGEINT such as 10^23, UBIGINT above 2^63) makes "
-    "DuckDBBackend._register_cells raise after `touched` is set: the statement fails with 'failed after it had "
-    "read private data' and keeps its charge of ε = 1 although no answer was released and nothing data-"
-    "dependent happened (the keys are public). UUID, LIST, STRUCT, INTERVAL, DECIMAL(38), TIMESTAMPTZ, BLOB, ENUM "
-    "and NaN/-0.0 DOUBLE keys work"))
 @pytest.mark.parametrize("key", ["(i % 3)::HUGEINT * 100000000000000000000000",
                                  "(i % 2)::UBIGINT + 18446744073709551000"])
+# audit4 finding, fixed: the cells are registered from DuckDB's own Arrow result
 def test_a_wide_integer_group_key_is_answered_or_refused_before_the_charge(key):
     con = ldpql.connect(seed=1, evaluation=True)
     con.duck.execute(f"CREATE TABLE src AS SELECT {key} AS k, random() AS x FROM range(600) t(i)")
@@ -390,20 +367,11 @@ def test_a_wide_integer_group_key_is_answered_or_refused_before_the_charge(key):
 
 # ---- 8. a declared domain so wide that the encoding's arithmetic overflows ---------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a data-dependent failure, i.e. one bit about one user at ε = ∞: over a declared domain whose width "
-    "overflows a double (BETWEEN -1e308 AND 1e308: high - low = inf, so the coin step is inf), LDP_MEDIAN's coin "
-    "index floor((x - low)/step) is NaN for x ≥ ~8e307 (inf/inf) and CAST(NaN AS BIGINT) raises in DuckDB; "
-    "over BETWEEN 0 AND 1.797e308, LDP_MIN's bucket (x - low)·size/span is inf for x ≥ ~5e307 and its cast "
-    "raises. Two tables differing in one user's value (0 or 9e307, 1999 other users at 0): the statement "
-    "answers on one and fails 'after it had read private data' on the other, every time (an analyst's session "
-    "reaches it over the owner's declared table). At 94a3506 LDP_MIN already leaked this bit; LDP_MEDIAN failed on "
-    "both tables (a constant failure, no bit), so for quantiles the seam turned it into a leak. Fix: E.index clamps "
-    "the DOUBLE (NaN included) before the cast, as bounded_index does, and/or the catalog refuses a domain "
-    "whose width times its resolution is not a finite double"))
-@pytest.mark.parametrize("domain, aggregate", [((-1e308, 1e308), "LDP_MEDIAN(x)"),
-                                               ((-1e308, 1e308), "LDP_QUANTILE(x, 0.9, resolution => 8)"),
-                                               ((0.0, 1.7976931348623157e308), "LDP_MIN(x)")])
+# audit4 finding F1, fixed: every index clamps its DOUBLE (NaN and ±inf included) before the BIGINT cast, and a
+# BETWEEN domain beyond ±1e150 (whose width or buckets overflow a double) is refused at declaration
+@pytest.mark.parametrize("domain, aggregate", [((-1e150, 1e150), "LDP_MEDIAN(x)"),
+                                               ((-1e150, 1e150), "LDP_QUANTILE(x, 0.9, resolution => 8)"),
+                                               ((0.0, 1e150), "LDP_MIN(x)"), ((0.0, 1e150), "LDP_MAX(x)")])
 def test_one_users_value_cannot_decide_whether_a_statement_fails(domain, aggregate, tmp_path):
     # the owner declares two files that differ in one user's value; an analyst's session queries both
     import pyarrow.parquet as pq
@@ -425,18 +393,21 @@ def test_one_users_value_cannot_decide_whether_a_statement_fails(domain, aggrega
     assert outcomes == ["answered", "answered"]
 
 
+@pytest.mark.parametrize("bounds", ["-1e308 AND 1e308", "0 AND 1.7976931348623157e308", "1e200 AND 1e201"])
+def test_a_domain_whose_arithmetic_overflows_is_refused_at_declaration(bounds, tmp_path):
+    import pyarrow.parquet as pq
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": np.zeros(10)}), path)
+    with pytest.raises(ldpql.CatalogError, match="not supported"):
+        ldpql.connect().sql(f"CREATE TABLE t FROM '{path}' (x PRIVATE BETWEEN {bounds})")
+
+
 # ---- 9. users split over a query or view source ---------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=ldpql.ExecuteError, reason=(
-    "regression of the seam: a query or view source is read into a snapshot for the statement, but the snapshot "
-    "keeps the source's identity (stable_rows False), so user_key_sql gives no key and DuckDBBackend._population "
-    "raises InternalError('no stable row order') as soon as a statement splits its users; raised after `touched`, "
-    "so every such statement burns its ε (2 here) and answers nothing. At 94a3506 the same three statements "
-    "answered. No data-dependent bit (the failure is certain), but multi-aggregate statements over query and "
-    "view sources are unusable"))
 @pytest.mark.parametrize("stmt", [
     "SELECT LDP_MEAN(x), LDP_COUNT(x > 0.5) FROM {t} EPSILON 2 OPTIONS (split = 'users')",
     "SELECT g, LDP_MEAN(x), LDP_MEDIAN(x) FROM {t} GROUP BY g EPSILON 2 OPTIONS (split = 'users')"])
+# audit4 finding, fixed: a snapshot's rows are keyed by their position in the snapshot within the statement
 @pytest.mark.parametrize("source", ["(SELECT x, g FROM base WHERE g >= 0)", "v"])
 def test_a_users_split_over_a_query_or_view_source_answers(stmt, source):
     con = ldpql.connect(seed=1, evaluation=True)
@@ -561,12 +532,7 @@ def test_category_and_integer_encodings_are_total_on_hostile_numbers():
     assert failures == []
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "latent: DESIGN §4.1 lets a round name 'the same users again' (costing them ε again), and the spend check "
-    "allows two rounds over [0, .5) at ε = 0.5 each under a plan of ε = 1; the per-user path answers them (the "
-    "hashed slice is the same users), but on the exact path SlicedUsers raises ValueError('simulated rounds "
-    "overlap') on the second round: a plain ValueError after the read (charge kept, no answer) for a plan the "
-    "driver itself accepted. No shipped protocol repeats a sub-interval today"))
+# audit4 finding, fixed: SlicedUsers answers a repeated sub-interval with the same users
 def test_the_same_sub_interval_asked_twice_reaches_the_same_users():
     a, b = _who_answered([(_SeenExact, (0.0, 0.5)), (_SeenExact, (0.0, 0.5))])
     assert np.array_equal(a, b)

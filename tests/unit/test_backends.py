@@ -118,8 +118,10 @@ def test_sub_interval_draws_are_disjoint_and_have_the_hashed_slice_law():
     n = counts.sum()
     assert stats.kstest(sizes, stats.binom(n, 0.3).cdf).pvalue > 1e-4 or abs(np.mean(sizes) - 0.3 * n) < 30
     assert np.mean(firsts) == pytest.approx(0.3 * 4000, rel=0.02)
-    with pytest.raises(ValueError):
+    with pytest.raises(ldpql.InternalError):
         users.counts(enc, (0.5, 0.6))                           # overlaps a round already run
+    again = users.counts(enc, (0.3, 1.0))                       # the same users again: the same answers
+    assert np.array_equal(again, b)
 
 
 def test_exact_positions_give_the_papers_batch_sizes():
