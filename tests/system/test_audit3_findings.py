@@ -35,9 +35,6 @@ def aggregate(res, output: str):
 
 # ---- 1. a 'bound' answer asks nobody: it should take neither users nor ε from the others ------------------------
 
-@pytest.mark.xfail(strict=True, reason="a bound quantile asks nobody but the users split still gives it half the "
-                                       "users: LDP_MEAN(age) beside LDP_QUANTILE(age, 0.002) at ε = 0.2, n = 3,000 "
-                                       "runs on users [0.5, 1) and predicts ±30.46 instead of ±21.54 alone")
 def test_a_bound_answer_takes_no_users_from_a_mean():
     con = connect(ages(3000), {"age": AGE}, ("region",))
     alone = con.sql("EXPLAIN SELECT LDP_MEAN(age) FROM t EPSILON 0.2").plan.aggregates[0].chosen.predicted_se
@@ -48,9 +45,6 @@ def test_a_bound_answer_takes_no_users_from_a_mean():
     assert mean.chosen.predicted_se == pytest.approx(alone, rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="with split = 'epsilon' a bound quantile keeps ε/2 that it never uses while "
-                                       "the statement is charged the full ε: LDP_MEAN(age) runs at ε = 0.1 "
-                                       "(predicted ±42.98) although every user pays 0.2")
 def test_a_bound_answer_takes_no_epsilon_from_a_mean():
     con = connect(ages(3000), {"age": AGE}, ("region",))
     res = con.sql("SELECT LDP_QUANTILE(age, 0.002), LDP_MEAN(age) FROM t EPSILON 0.2 OPTIONS (split = 'epsilon')")
@@ -233,18 +227,12 @@ def test_predicted_rank_error_covers_on_zipf_data():
     assert within >= 0.95 - 3 * (0.95 * 0.05 / 200) ** 0.5, within   # 0.904
 
 
-@pytest.mark.xfail(strict=True, reason="EXPLAIN of a statement whose every answer is a bound says 'budget ε = 0.2 per "
-                                       "user (table budget 100: 100 remain -> 99.8 after this statement)' next to its "
-                                       "own 'charge none' line; the statement then spends 0 and leaves 100")
 def test_explain_of_a_bound_only_statement_says_nothing_will_be_spent():
     con = connect(ages(3000), {"age": AGE}, ("region",))
     text = con.sql("EXPLAIN SELECT LDP_QUANTILE(age, 0.002) FROM t EPSILON 0.2").render()
     assert "-> 99.8 after this statement" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="a statement whose every answer is a bound (asks nobody, spends 0) is refused "
-                                       "with BudgetExceededError 'this statement needs ε = 0.2 per user' when 0.1 "
-                                       "remains: the reservation is checked before the (public) bound decision")
 def test_a_bound_only_statement_runs_whatever_budget_remains():
     con = connect(ages(3000), {"age": AGE}, ("region",), budget=0.1)
     assert con.sql("SELECT LDP_QUANTILE(age, 0.002) FROM t EPSILON 0.2").fetchone() == (0.0,)
