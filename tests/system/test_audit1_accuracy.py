@@ -46,19 +46,23 @@ def _state(con):
 
 # ---- 1. realised error of ACCURACY ±a ---------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="audit1: the 'bound' quantile candidate predicts se = min(q, 1-q)/z95, so at "
-                   "confidence 0.9 EXPLAIN shows ±0.0084 for q = 0.01, but returning the domain's minimum has rank error "
-                   "q = 0.01 with certainty: ACCURACY ±0.009 (90%) runs at ε = 1e-6 and always misses ±0.009")
 def test_a_quantile_answered_by_the_domain_bound_is_within_its_accuracy_at_90_percent(tmp_path):
+    """audit1 found ACCURACY ±0.009 (90%) answered by the domain's minimum, whose rank error is 0.01 with certainty
+    (the bound candidate predicted σ = 0.01/z95, shown as ±0.0084 at 90%). The audit's first assertion pinned
+    that defect (``mechanism == "bound"``): once the bound predicts exactly ±0.01 at every confidence, ACCURACY
+    ±0.009 must ask users instead, so the assertion is now that it does not answer by the bound. Its second
+    assertion checked one run against a 90% claim, which fails one run in ten by design (seed 5's first run: rank
+    error 0.0116); the claim is checked as the next test checks it, over 30 runs at the ε ACCURACY picked
+    (measured: within ±0.009 in 96 of 100 runs)."""
     con, incomes = _connect(tmp_path)
-    res = con.sql("SELECT LDP_QUANTILE(income, 0.01) FROM people ACCURACY ±0.009 OPTIONS (confidence = 0.9)")
-    assert res.plan.aggregates[0].chosen.mechanism == "bound"        # (what runs today: asks no user)
-    assert _rank_error(incomes, res.fetchall()[0][0], 0.01) <= 0.009
+    sql = "SELECT LDP_QUANTILE(income, 0.01) FROM people ACCURACY ±0.009 OPTIONS (confidence = 0.9)"
+    p = con.sql("EXPLAIN " + sql).plan
+    assert p.aggregates[0].chosen.mechanism != "bound"        # its rank error would be 0.01 > 0.009
+    fixed = sql.replace("ACCURACY ±0.009", f"EPSILON {p.epsilon!r}")
+    errors = [_rank_error(incomes, con.sql(fixed).fetchall()[0][0], 0.01) for _ in range(30)]
+    assert np.mean(np.array(errors) <= 0.009) >= 0.7          # 90% claimed; binomial(30, 0.9) ≥ 0.7
 
 
-@pytest.mark.xfail(strict=True, reason="audit1: the quantile predictions are capped at USELESS = 0.5/z95, then scaled "
-                   "by z at the statement's confidence: LDP_MEDIAN ACCURACY ±0.45 (90%) runs at ε = 1e-6 claiming "
-                   "±0.42, and the rank error was within ±0.42 in 27% of 200 runs (n = 20,000), not 90%")
 def test_a_median_at_the_floor_epsilon_covers_its_90_percent_prediction(tmp_path):
     con, incomes = _connect(tmp_path, n=2_000, data_seed=7)
     sql = "SELECT LDP_MEDIAN(income) FROM people ACCURACY ±0.45 OPTIONS (confidence = 0.9)"

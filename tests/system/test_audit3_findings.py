@@ -103,23 +103,27 @@ def test_min_refusal_names_the_first_n_and_epsilon_that_work():
     assert explain(200, 0.878) == "buckets_grr" and "too few users" in explain(200, 0.87)
 
 
-@pytest.mark.xfail(strict=True, reason="SET confidence is ignored by LDP_MIN's bucket interval, which is computed at the "
-                                       "default 0.95 but labelled with the SET level (ExtremeTarget reads OPTIONS "
-                                       "only): same data and seed, OPTIONS (confidence = 0.5) gives [0, 15], "
-                                       "SET confidence = 0.5 gives [0, 30] labelled 50%")
 def test_set_confidence_moves_the_extremes_interval_like_options():
+    """audit3 reported SET confidence ignored ([0, 15] with OPTIONS, [0, 30] with SET, both labelled 50%). The
+    target does read SET (the planner merges it under OPTIONS): the two runs drew different noise, because an
+    evaluation seed's stream is keyed by the session's statement count and SET is a statement. The audit's
+    comparison is kept with every session running one SET before the query (OPTIONS overrides a SET 0.95), so
+    the noise is the same; over 8 seeds, and with a control at 95% that shows the interval does move with the
+    level on this data (it is [0, 30] at both levels for most seeds)."""
     x = np.random.default_rng(2).integers(0, 121, 3000)
-    got = {}
-    for how in ("options", "set"):
-        con = connect({"age": x}, {"age": AGE})
-        if how == "set":
-            con.sql("SET confidence = 0.5")
-            res = con.sql("SELECT LDP_MIN(age) FROM t EPSILON 1")
-        else:
-            res = con.sql("SELECT LDP_MIN(age) FROM t EPSILON 1 OPTIONS (confidence = 0.5)")
-        got[how] = (res.fetchone(), res.intervals())
-    assert got["options"][1][0][0][2] == got["set"][1][0][0][2] == 0.5
-    assert got["options"] == got["set"]
+    moved = False
+    for seed in range(1, 9):
+        got = {}
+        for how, level, options in (("set", 0.5, ""), ("options", 0.95, " OPTIONS (confidence = 0.5)"),
+                                    ("control", 0.95, "")):
+            con = connect({"age": x}, {"age": AGE}, seed=seed)
+            con.sql(f"SET confidence = {level}")
+            res = con.sql(f"SELECT LDP_MIN(age) FROM t EPSILON 1{options}")
+            got[how] = (res.fetchone(), res.intervals())
+        assert got["options"][1][0][0][2] == got["set"][1][0][0][2] == 0.5
+        assert got["options"] == got["set"], seed
+        moved |= got["control"][1][0][0][:2] != got["set"][1][0][0][:2]
+    assert moved
 
 
 def two_groups(small: int, seed: int = 1) -> tuple[ldpql.Connection, np.ndarray]:
