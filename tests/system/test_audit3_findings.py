@@ -77,9 +77,6 @@ def test_min_on_a_two_value_domain_is_not_an_internal_error():
     assert con.remaining_budget("t") >= 96.0
 
 
-@pytest.mark.xfail(strict=True, reason="LDP_MIN with n = 3 on INTEGER 0..120 at ε = 1: the InternalError (an ε "
-                   "search past the cap of 30) is fixed, but the bisection still runs with a bound of the whole domain "
-                   "(E|error| ≤ 120, γ = 0.63) instead of the documented refusal")
 def test_min_refusal_at_tiny_n_is_a_plan_error():
     rng = np.random.default_rng(2)
     con = connect({"age": rng.integers(0, 100, 3)}, {"age": AGE})
