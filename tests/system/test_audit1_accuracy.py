@@ -193,8 +193,6 @@ def test_an_accuracy_argument_given_twice_is_refused(tmp_path):
     assert _state(con) == before
 
 
-@pytest.mark.xfail(strict=True, reason="audit1 (cosmetic): ACCURACY ±nan is refused with the hint \"did you mean "
-                   "`AND`?\"")
 def test_a_nan_accuracy_gets_a_useful_hint(tmp_path):
     con, _ = _connect(tmp_path, budget=4.0)
     with pytest.raises(ldpql.ParseError) as info:
