@@ -523,8 +523,9 @@ def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | N
     accuracy.refuse_stray_accuracy(select, text)
     if select.accuracy is None:
         return _plan(select, table, facts, session, text, evaluation)
-    return accuracy.plan_by_accuracy(select, lambda eps: _plan(accuracy.trial_select(select, eps, select.accuracy),
-                                     table, facts, session, text, evaluation), text, EPSILON_FLOOR)
+    return accuracy.plan_by_accuracy(select, lambda eps, shares=None: _plan(
+        accuracy.trial_select(select, eps, select.accuracy, shares), table, facts, session, text, evaluation),
+        text, EPSILON_FLOOR)
 
 
 def sweep(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",

@@ -159,9 +159,6 @@ def test_predictions_under_a_users_split_match_the_realised_error(tmp_path):
 
 # ---- 1'. "the smallest ε" ----------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="audit1: ACCURACY searches the statement's total ε under the equal ε split, so "
-                   "a mean (needs 1.926 alone) beside a count held to ±300 (needs 0.894 alone) runs at 3.851 = 2 x 1.926; "
-                   "EPSILON 2.82 with epsilon => shares 1.926 and 0.894 meets both predictions (27% less ε)")
 def test_accuracy_picks_no_more_epsilon_than_a_plan_with_shares_that_meets_every_target():
     acc = _plan("SELECT LDP_MEAN(income), LDP_COUNT(income > 1000, accuracy => 300) FROM people ACCURACY ±2000",
                 n=20_000, groups=())
