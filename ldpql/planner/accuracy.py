@@ -233,7 +233,8 @@ def plan_by_accuracy(select: ast.Select, plan_at: PlanAt, text: str, floor: floa
         final, needs = by_shares
     goal = targets(final, target)
     per = [(_outputs(a, final), goal[a.index], needs[a.index],
-            describe_error(a.chosen, predicted_error(a, final), final.confidence) + _per_bin(a)) for a in runs(final)]
+            describe_error(a.chosen, predicted_error(a, final), final.confidence) + _per_bin(a) + _assumes(a))
+           for a in runs(final)]
     acc = Accuracy(target, final.confidence, final.epsilon, reached, per, smallest_group(final), low, empty=n == 0,
                    shares=by_shares is not None and final is by_shares[0])
     if not reached:
@@ -260,6 +261,16 @@ def _plan_by_shares(plan_at: PlanAt, base: Plan, target: float, low: float) -> t
     total = float(f"{sum(needs.values()):.12g}")
     p = _Trials(lambda e: plan_at(e, share_of(needs)))(total)
     return (p, needs) if p is not None and _worst(p, target) <= 1.0 else None
+
+
+def _assumes(a: AggregatePlan) -> str:
+    """An E|error| bound of an extreme holds only for data as dense near it as an even spread: say so where
+    ACCURACY shows it (no bound on the distance to the extreme holds whatever the data short of an ε at which
+    a single user stands out)."""
+    if a.chosen.predicts != "mean_abs_bound":
+        return ""
+    return (" (assumes users as dense near the extreme as an even spread over the domain; a long thin tail can "
+            "exceed it: see the bound line)")
 
 
 def _per_bin(a: AggregatePlan) -> str:
