@@ -393,7 +393,7 @@ def sweep(select: ast.Select, plan_at: PlanAt, text: str) -> Sweep:
         rows.append(("split", *[p.split if p is not None else "" for p in plans]))
     if some.remaining is not None:
         rows.append((f"budget ({max(some.remaining, 0):.4g} left)",
-                     *["" if p is None else "ok" if p.epsilon <= max(p.remaining, 0) * (1 + 1e-9)
+                     *["" if p is None else "ok" if p.asks_nobody or p.epsilon <= max(p.remaining, 0) * (1 + 1e-9)
                        else "would be refused" for p in plans]))
     columns = ["aggregate", *[f"ε = {float(lit.value):.4g}" for lit in select.sweep]]
     notes = [f"{a.output}: per bin, the root mean square over its {bins(a):,} bins" for a in runs(some) if bins(a)]
