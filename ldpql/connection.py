@@ -291,9 +291,10 @@ class Connection:
                 if math.isinf(p.epsilon):
                     self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
                 return self._execute(p, cells, ex, tasks, None, started)
-            try:
-                charge = self.ledger.reserve(p.table.ledger_key, p.table.name, _span(text, stmt), users, p.epsilon,
-                                             p.where_sql, p.n, p.epsilon0, p.shuffle_delta)
+            try:   # an answer from the declared domain alone (public facts) reserves nothing: any budget will do
+                charge = self.ledger.reserve(p.table.ledger_key, p.table.name, _span(text, stmt), users,
+                                             0.0 if p.asks_nobody else p.epsilon, p.where_sql, p.n, p.epsilon0,
+                                             p.shuffle_delta)
             except BudgetExceededError as e:
                 if p.accuracy is not None and p.accuracy.within_budget:   # ACCURACY: what the budget left buys
                     e.hint = f"{e.hint}; {p.accuracy.within_budget}" if e.hint else p.accuracy.within_budget
@@ -369,6 +370,8 @@ class Connection:
                  started: float, refund: Callable[[], None] | None = None) -> Result:
         estimates = ex.finish(tasks, self._entropy(p, charge=charge)) if p.n else {}
         unasked = charge is not None and refund is not None and not ex.touched   # every answer came without a read
+        if p.asks_nobody and ex.touched:   # reserved nothing, so it must not have read anything: no answer leaves
+            raise InternalError("a statement planned to ask no user read private data; its answers are withheld")
         if unasked:
             refund()   # nobody was asked (a quantile at a domain bound): nothing is spent
         spent = 0.0 if (p.n == 0 or math.isinf(p.epsilon) or unasked) else p.epsilon

@@ -124,6 +124,8 @@ def _syntax_error(text: str, e: lark.exceptions.UnexpectedInput) -> ParseError:
     expected = sorted({_TERMINALS.get(t, t.strip('"')) for t in getattr(e, "expected", None) or
                        getattr(e, "allowed", None) or ()})
     hint = did_you_mean(word, KEYWORDS) if word and word.upper() not in KEYWORDS else None
+    if word.lower() == "nan" and "a number" in expected:   # (not a misspelt AND: a value no clause accepts)
+        hint = "NaN is not a usable value here: give a finite positive number, for example 1"
     msg = f"unexpected {got}" + (f"; expected {_or_list(expected)}" if expected else "")
     return ParseError(msg, hint=hint, text=text, line=line, column=column, width=width,
                       context={"expected": expected})

@@ -370,6 +370,18 @@ def split_budget(ctx: _Context) -> None:
     if fixed > eps * (1 + 1e-9):
         raise ctx.error(PlanError, f"the aggregates' epsilon => shares add up to {fixed:g}, more than the "
                         f"statement's EPSILON {eps:g}", ctx.select, hint="lower a share or raise EPSILON")
+    silent = [a for a, s in zip(aggs, shares) if s is None and _asks_nobody(ctx, a, eps)]
+    if silent:   # an answer from the declared domain alone takes neither users nor ε from the others
+        for a in silent:
+            a.epsilon, a.users = eps, (0.0, 1.0)
+        ctx.notes.append(f"{', '.join(a.output for a in silent)}: answered from the declared domain without asking "
+                         "anyone, so the other aggregates share the users and ε without it")
+        shares = [s for a, s in zip(aggs, shares) if a not in silent]
+        aggs = [a for a in aggs if a not in silent]
+        if len(aggs) <= 1:
+            for a, s in zip(aggs, shares):
+                a.epsilon = eps if s is None else s
+            return
     free = [i for i, s in enumerate(shares) if s is None]
     split_eps = [s if s is not None else (eps - fixed) / len(free) for s in shares]
     asked = str(ctx.options.get("split", "auto")).lower()
@@ -378,7 +390,7 @@ def split_budget(ctx: _Context) -> None:
                         "with EPSILON INF there is no noise to weigh"), ctx.select,
                         hint="drop the epsilon => shares, or the split option")
     if any(s is not None for s in shares) or math.isinf(eps) or n == 0:   # no users: nothing to weigh
-        _assign(ctx, "epsilon", split_eps, [(0.0, 1.0)] * len(aggs))
+        _assign(ctx, "epsilon", aggs, split_eps, [(0.0, 1.0)] * len(aggs))
         return
     k, n = len(aggs), ctx.facts.typical_n
     full = [_best_se(a, eps, n) for a in aggs]
@@ -391,19 +403,31 @@ def split_budget(ctx: _Context) -> None:
     if cost_users <= cost_eps if asked == "auto" else asked == "users":
         ctx.split_note = (f"users: {k} disjoint groups, one per aggregate, each at the full ε ({why}relative "
                           f"variance {cost_users:.3g} vs {cost_eps:.3g} for splitting ε; sampling error included)")
-        _assign(ctx, "users", [eps] * k, [(i / k, (i + 1) / k) for i in range(k)])
+        _assign(ctx, "users", aggs, [eps] * k, [(i / k, (i + 1) / k) for i in range(k)])
     else:
         ctx.split_note = (f"ε: every user answers all {k} aggregates at ε/{k} each ({why}relative variance "
                           f"{cost_eps:.3g} vs {cost_users:.3g} for splitting users, sampling error included)")
-        _assign(ctx, "epsilon", split_eps, [(0.0, 1.0)] * k)
+        _assign(ctx, "epsilon", aggs, split_eps, [(0.0, 1.0)] * k)
 
 
-def _assign(ctx: _Context, split: str, eps: list[float], users: list[tuple[float, float]]) -> None:
+def _assign(ctx: _Context, split: str, aggs: list[AggregatePlan], eps: list[float],
+            users: list[tuple[float, float]]) -> None:
     ctx.split = split
-    for a, e, u in zip(_runs(ctx), eps, users):
+    for a, e, u in zip(aggs, eps, users):
         a.epsilon, a.users = e, u
     if split == "epsilon" and not ctx.split_note:
-        ctx.split_note = "ε: " + ", ".join(f"{a.output} {a.epsilon:.4g}" for a in _runs(ctx))
+        ctx.split_note = "ε: " + ", ".join(f"{a.output} {a.epsilon:.4g}" for a in aggs)
+
+
+def _asks_nobody(ctx: _Context, a: AggregatePlan, eps: float) -> bool:
+    """Whether the candidate :func:`choose_mechanisms` would pick for ``a`` at the full ε and all users asks no
+    user (a quantile at a domain bound). Such a choice stands under any split: its prediction is fixed while
+    every search only loses accuracy with fewer users or less ε. Public facts only."""
+    if math.isinf(eps) or ctx.facts.n == 0:
+        return False
+    allowed = [c for c in a.candidates if not c.rejected and not (c.check and c.check(eps, ctx.facts.n))]
+    best = min(allowed, key=lambda c: c.expected_se(eps, ctx.facts.typical_n) * c.choice_weight, default=None)
+    return best is not None and best.asks_nobody
 
 
 def _best_se(a: AggregatePlan, eps: float, n: int, share: float = 1.0) -> float:
@@ -499,8 +523,9 @@ def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | N
     accuracy.refuse_stray_accuracy(select, text)
     if select.accuracy is None:
         return _plan(select, table, facts, session, text, evaluation)
-    return accuracy.plan_by_accuracy(select, lambda eps: _plan(accuracy.trial_select(select, eps, select.accuracy),
-                                     table, facts, session, text, evaluation), text, EPSILON_FLOOR)
+    return accuracy.plan_by_accuracy(select, lambda eps, shares=None: _plan(
+        accuracy.trial_select(select, eps, select.accuracy, shares), table, facts, session, text, evaluation),
+        text, EPSILON_FLOOR)
 
 
 def sweep(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",

@@ -23,6 +23,12 @@ narrows the bracket to a relative width of :data:`TOLERANCE`. The ε that runs i
 The predicted error falls with ε for every candidate; the split rule may switch between splitting users and
 splitting ε as ε grows, which can make a statement's worst error jump, so the grid finds the first crossing
 rather than assuming a single one.
+
+The split rule divides a statement's ε equally, so with several aggregates of unequal needs the equal split
+overpays: a mean that needs 1.926 beside a count that needs 0.894 would run at 2 × 1.926. ACCURACY therefore
+also prices ``epsilon =>`` shares, each aggregate at the smallest ε that meets its own ±a (its prediction
+depends on its own share only), and runs whichever plan spends less: those shares (1.926 + 0.894), or the
+split rule's plan (a users split can beat both).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ TOLERANCE = 1e-4     # the final bracket on ε: hi / lo ≤ 1 + TOLERANCE
 DIGITS = 4           # the ε that runs, rounded up to this many significant digits
 GRID_FACTOR = 2.0    # the coarse scan's step in ε
 
-PlanAt = Callable[[float], Plan]
+PlanAt = Callable[..., Plan]   # plan_at(ε) or plan_at(ε, {aggregate index: its epsilon => share})
 
 
 def predicted_error(a: AggregatePlan, p: Plan) -> float:
@@ -166,6 +172,7 @@ class Accuracy:
     per_aggregate: list[tuple[str, float, float | None, str]] = field(default_factory=list)  # (output, ±a, ε, error)
     smallest_group: int | None = None
     low: float = 0.0
+    shares: bool = False       # each aggregate runs at the ε it needs (epsilon => shares), not an equal split
     refusal: PlanError | None = None
     within_budget: str = ""    # over budget: what the ε left would give
     empty: bool = False        # no users match
@@ -184,8 +191,10 @@ class Accuracy:
                     f"({self.confidence:.0%}) "
                     f"within {goal}{where}; this statement would be refused")
         lowest = f" (or less: ldpql plans no ε below {self.low:.4g})" if self.epsilon <= self.low else ""
+        shares = "; each aggregate at the ε it needs (epsilon => shares, less than splitting ε equally or " \
+                 "the users)" if self.shares else ""
         return (f"ε = {self.epsilon:.4g}{lowest}, the smallest ε whose predicted error ({self.confidence:.0%}) is "
-                f"within {goal} for every aggregate{where}")
+                f"within {goal} for every aggregate{where}{shares}")
 
     def lines(self) -> list[str]:
         """EXPLAIN's accuracy lines: the summary, then per aggregate the ε it needs and its error at the chosen ε."""
@@ -218,16 +227,50 @@ def plan_by_accuracy(select: ast.Select, plan_at: PlanAt, text: str, floor: floa
     chosen = smallest_epsilon(trials, target, low, EPSILON_CAP) if n else low   # no users: nothing is spent
     reached = chosen is not None
     final = trials(chosen if reached else EPSILON_CAP) or top
+    needs = {a.index: smallest_epsilon(trials, target, low, EPSILON_CAP, a.index) if n else None for a in runs(final)}
+    by_shares = _plan_by_shares(plan_at, final, target, low) if reached and n and len(runs(final)) > 1 else None
+    if by_shares is not None and by_shares[0].epsilon < final.epsilon * (1 - 1e-9):
+        final, needs = by_shares
     goal = targets(final, target)
-    per = [(_outputs(a, final), goal[a.index],
-            smallest_epsilon(trials, target, low, EPSILON_CAP, a.index) if n else None,
-            describe_error(a.chosen, predicted_error(a, final), final.confidence) + _per_bin(a)) for a in runs(final)]
-    acc = Accuracy(target, final.confidence, final.epsilon, reached, per, smallest_group(final), low, empty=n == 0)
+    per = [(_outputs(a, final), goal[a.index], needs[a.index],
+            describe_error(a.chosen, predicted_error(a, final), final.confidence) + _per_bin(a) + _assumes(a))
+           for a in runs(final)]
+    acc = Accuracy(target, final.confidence, final.epsilon, reached, per, smallest_group(final), low, empty=n == 0,
+                   shares=by_shares is not None and final is by_shares[0])
     if not reached:
         acc.refusal = _unreachable(acc, final, goal, text, select.accuracy)
     elif final.remaining is not None and n and final.epsilon > max(final.remaining, 0) * (1 + 1e-9):
         acc.within_budget = _what_is_left(trials, max(final.remaining, 0), low, target)
     return replace(final, statement=select, accuracy=acc)   # (a copy: the trial plans stay as they were)
+
+
+def _plan_by_shares(plan_at: PlanAt, base: Plan, target: float, low: float) -> tuple[Plan, dict] | None:
+    """The plan that gives each running aggregate of ``base`` an ``epsilon =>`` share, the smallest ε at which it
+    meets its own ±a (found with every aggregate at the same trial share: each prediction depends on its own
+    share only), and the statement the sum; with each aggregate's share. None when shares cannot apply (split =
+    'users' asked for) or miss a target. An aggregate that reads a shared release takes its owner's share, so
+    the calls still shape one release."""
+    def share_of(p_shares: dict[int, float]) -> dict[int, float]:
+        return {a.index: p_shares[a.index if a.source is None else a.source] for a in base.aggregates}
+
+    k = len(runs(base))
+    same = _Trials(lambda e: plan_at(k * e, share_of({a.index: e for a in runs(base)})))
+    needs = {a.index: smallest_epsilon(same, target, low, EPSILON_CAP, a.index) for a in runs(base)}
+    if any(e is None for e in needs.values()):
+        return None
+    total = float(f"{sum(needs.values()):.12g}")
+    p = _Trials(lambda e: plan_at(e, share_of(needs)))(total)
+    return (p, needs) if p is not None and _worst(p, target) <= 1.0 else None
+
+
+def _assumes(a: AggregatePlan) -> str:
+    """An E|error| bound of an extreme holds only for data as dense near it as an even spread: say so where
+    ACCURACY shows it (no bound on the distance to the extreme holds whatever the data short of an ε at which
+    a single user stands out)."""
+    if a.chosen.predicts != "mean_abs_bound":
+        return ""
+    return (" (assumes users as dense near the extreme as an even spread over the domain; a long thin tail can "
+            "exceed it: see the bound line)")
 
 
 def _per_bin(a: AggregatePlan) -> str:
@@ -350,7 +393,7 @@ def sweep(select: ast.Select, plan_at: PlanAt, text: str) -> Sweep:
         rows.append(("split", *[p.split if p is not None else "" for p in plans]))
     if some.remaining is not None:
         rows.append((f"budget ({max(some.remaining, 0):.4g} left)",
-                     *["" if p is None else "ok" if p.epsilon <= max(p.remaining, 0) * (1 + 1e-9)
+                     *["" if p is None else "ok" if p.asks_nobody or p.epsilon <= max(p.remaining, 0) * (1 + 1e-9)
                        else "would be refused" for p in plans]))
     columns = ["aggregate", *[f"ε = {float(lit.value):.4g}" for lit in select.sweep]]
     notes = [f"{a.output}: per bin, the root mean square over its {bins(a):,} bins" for a in runs(some) if bins(a)]
@@ -373,6 +416,16 @@ def _short(c: Candidate, value: float) -> str:
     return f"±{value:.3g}" if c.predicts == "stderr" else f"E|err|≤{value:.3g}"
 
 
-def trial_select(select: ast.Select, eps: float, node) -> ast.Select:
-    """``select`` with EPSILON eps in place of its ACCURACY or EPSILON IN clause (errors point at ``node``)."""
-    return replace(select, epsilon=ast.Literal(float(eps), getattr(node, "pos", ast.Pos())), accuracy=None, sweep=())
+def trial_select(select: ast.Select, eps: float, node, shares: dict[int, float] | None = None) -> ast.Select:
+    """``select`` with EPSILON eps in place of its ACCURACY or EPSILON IN clause (errors point at ``node``), and
+    with ``shares`` {aggregate index: ε} as ``epsilon =>`` arguments of those aggregates' calls."""
+    items, i = [], 0
+    for item in select.items:
+        if isinstance(item.expr, ast.Call):
+            if shares and i in shares:
+                arg = ast.NamedArg("epsilon", ast.Literal(float(shares[i]), item.expr.pos), item.expr.pos)
+                item = replace(item, expr=replace(item.expr, named=(*item.expr.named, arg)))
+            i += 1
+        items.append(item)
+    return replace(select, items=tuple(items), epsilon=ast.Literal(float(eps), getattr(node, "pos", ast.Pos())),
+                   accuracy=None, sweep=())

@@ -14,7 +14,8 @@ over the whole domain), ``bisect_min`` / ``bisect_max`` (every user answers L th
 the point with the paper's γ of users beyond it, often a quarter or more of them). The planner takes the
 smallest bound (docs/extremes.md, examples/extremes_grid.py). A statement is refused, with the n or ε that would
 work, when no candidate can say which half of the domain holds the extreme (the bucket search's bound is half
-the domain or more, and the bisection's γ ≥ 1), unless OPTIONS (force = true). OPTIONS (mechanism =
+the domain or more, and the bisection's γ ≥ 1 or the part of its bound that holds whatever the data, e^{-h_N} +
+2^{-L}, is half the domain or more), unless OPTIONS (force = true). OPTIONS (mechanism =
 'laplace_min') / 'laplace_max' runs the naive baseline (spec §2.6).
 """
 
@@ -322,16 +323,16 @@ def extreme_candidates(t: ExtremeTarget) -> list[Candidate]:
         bisect.rounds = s.depth
         if t.rounds_limit and s.depth > t.rounds_limit:
             return f"needs {s.depth} sequential rounds at n = {n:,}; at most {t.rounds_limit} allowed"
-        if s.degenerate and not t.force:
-            return degenerate_reason(s) + "; OPTIONS (force = true) runs it anyway"
+        if (s.degenerate or _too_short(s)) and not t.force:
+            return _bisection_reason(s) + "; OPTIONS (force = true) runs it anyway"
         return None
 
     def protocol(eps: float):
         def factory(n: int):
             s = schedule(n, eps, t.alpha)
-            if s.degenerate and not t.force:
+            if (s.degenerate or _too_short(s)) and not t.force:
                 raise PlanError(f"{t.call_sql}: a group of {n:,} users is too small at ε = {eps:g}: "
-                                + degenerate_reason(s), hint="use fewer, larger groups, a larger ε, or "
+                                + _bisection_reason(s), hint="use fewer, larger groups, a larger ε, or "
                                                              "OPTIONS (force = true) to run it anyway")
             return search(n, s, t.domain.low, t.domain.high, _encoder(t), t.negate)
         return factory
@@ -471,6 +472,22 @@ def bucket_lines(t: ExtremeTarget, oracle: str, eps: float, n: int) -> list[str]
         (f"interval    the buckets holding the point with γ of the users {side} it, from one-sided bounds at "
         f"{(1 + t.confidence) / 2:.4g} on the cumulative shares: ≥ {t.confidence:.0%}, more when it is deep "
         f"inside a bucket")]
+
+
+def _too_short(s: Schedule) -> bool:
+    """Theorem 4's bound has two terms that hold whatever the data: e^{-h_N} (a wrong step, Lemma 2) and 2^{-L}
+    (the resolution of L rounds), in half-widths of the domain. When they alone reach half the domain (a
+    search of one round at n = 3: 0.92 + 0.5), not even users all at the extreme let it tell which half holds
+    it, so it is refused like a bucket search whose bound is half the domain."""
+    return not s.exact and math.exp(-s.h) + 2.0 ** -s.depth >= 1
+
+
+def _bisection_reason(s: Schedule) -> str:
+    if s.degenerate:
+        return degenerate_reason(s)
+    return (f"{s.depth} round(s) and h_N = {s.h:.3g} at n = {s.n:,}: the part of its bound that holds whatever the "
+            f"data, e^(-h_N) + 2^(-L), is half the domain or more, so it could not tell which half holds the "
+            f"extreme; too few users")
 
 
 def degenerate_reason(s: Schedule) -> str:

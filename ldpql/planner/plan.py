@@ -60,6 +60,11 @@ class Candidate:
     # candidates whose errors have differently shaped distributions (quantiles); 1 ranks by predicted_se alone
     choice_weight: float = 1.0
 
+    @property
+    def asks_nobody(self) -> bool:
+        """True for an answer from the declared domain alone (no round: no user is asked, nothing is spent)."""
+        return self.rounds == 0
+
     def expected_se(self, eps: float, population: int, share: float = 1.0) -> float:
         """The predicted standard error for a group of ``population`` users of whom a random ``share`` answer:
         the mechanism's error at the users asked, plus the sampling error of standing for the others (finite-
@@ -186,6 +191,14 @@ class Plan:
         return max(local) if local else None
 
     @property
+    def asks_nobody(self) -> bool:
+        """True when every answer comes from the declared domain alone (public facts decide it): no user is
+        asked, so the statement spends nothing whatever budget is left."""
+        runs = [a for a in self.aggregates if a.source is None]
+        return bool(runs) and self.n > 0 and not math.isinf(self.epsilon) and \
+            all(a.chosen is not None and a.chosen.asks_nobody for a in runs)
+
+    @property
     def shuffle_delta(self) -> float:
         """The δ the statement spends: the sum over its shuffle-model aggregates (δ composes by addition; the
         planner gives each a share of the statement's δ); 0 if none."""
@@ -252,7 +265,8 @@ def explain_lines(p: Plan) -> list[str]:
     if p.remaining is not None and p.epsilon != float("inf"):
         left = max(p.remaining, 0.0)
         budget += (f" (table budget {p.table.budget_epsilon:g}: {left:.4g} remain"
-                   + (f" -> {left - p.epsilon:.4g} after this statement)" if p.epsilon <= left * (1 + 1e-9) else
+                   + ("; this statement asks no user, so nothing is spent)" if p.asks_nobody else
+                      f" -> {left - p.epsilon:.4g} after this statement)" if p.epsilon <= left * (1 + 1e-9) else
                       f"; this statement would be refused: it needs {p.epsilon:.4g})"))
     lines.append(budget)
     if p.accuracy is not None:

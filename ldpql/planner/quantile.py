@@ -78,8 +78,9 @@ A_BAYESS, A_NBS, A_HIER = 0.2861, 0.8 * 2 ** (-5 / 12), 0.49 * 2 ** (-6 / 12)
 A_HIER_RAW = A_HIER * 0.95 / 0.49
 A_HIST = 2 ** (9 / 12)
 # The planner ranks candidates by σ × W, W the median over the same cells of the mean rank error per σ (a bound
-# answer's error is exactly min(τ, 1 - τ) = Z95·σ): so the planner compares predicted mean errors, and a bound
-# answer wins only when it is better on average than every search.
+# answer's error is exactly min(τ, 1 - τ) = z·σ, so its weight is z at the statement's confidence, W_BOUND at
+# 95%): so the planner compares predicted mean errors, and a bound answer wins only when it is better on average
+# than every search.
 W_BAYESS, W_NBS, W_HIER, W_HIST, W_BOUND = 0.654, 0.661, 0.659, 0.270, Z95
 # The shown interval reads the values within B·z·σ of τ from the release: B, per mechanism, brings the mean
 # coverage of the true quantile over the same cells to 95% (the release's estimated CDF is noisy itself, and a
@@ -112,6 +113,12 @@ class QuantileTarget(Target):
     mode: str = QUANTILE_MODE
     postprocess: str = POSTPROCESS[0]
     interval: str = INTERVALS[0]
+    confidence: float = 0.95        # the statement's (OPTIONS or SET): a rank error bound holds at every level
+
+    @property
+    def z(self) -> float:
+        """The normal quantile of the statement's two-sided interval (what a predicted σ is shown times)."""
+        return NormalDist().inv_cdf(0.5 + self.confidence / 2)
 
     @property
     def interval_note(self) -> str:
@@ -223,7 +230,7 @@ def _interval_kind(call: ast.Call, text: str) -> str:
 
 
 def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
-             select: ast.Select | None = None) -> QuantileTarget:
+             select: ast.Select | None = None, options: dict | None = None) -> QuantileTarget:
     ref, col = _column_arg(call, table, text, 1 if tau is not None else 2)
     if tau is None:
         tau = _tau_arg(call, text)
@@ -239,7 +246,7 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
                             release=("quantile", col.name, space.size, space.bucket, *choices), tau=tau,
                             space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
                             mode=choices[0], postprocess=choices[1], interval=_interval_kind(call, text),
-                            notes_prediction=True)
+                            notes_prediction=True, confidence=float((options or {}).get("confidence", 0.95)))
     target.derive, target.derived = _derive(tau, space, target.interval), f"the {tau:g}-quantile"
     return target
 
@@ -247,13 +254,13 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
 def resolve_quantile(call: ast.Call, table: Table, text: str, select: ast.Select | None = None,
                      options: dict | None = None) -> QuantileTarget:
     """LDP_QUANTILE(column, q)."""
-    return _resolve(call, table, text, None, select)
+    return _resolve(call, table, text, None, select, options)
 
 
 def resolve_median(call: ast.Call, table: Table, text: str, select: ast.Select | None = None,
                    options: dict | None = None) -> QuantileTarget:
     """LDP_MEDIAN(column) = LDP_QUANTILE(column, 0.5)."""
-    return _resolve(call, table, text, 0.5, select)
+    return _resolve(call, table, text, 0.5, select, options)
 
 
 def _derive(tau: float, space: CoinSpace, kind: str) -> Callable[[Estimate, float], Estimate]:
@@ -275,9 +282,11 @@ def shown_interval(answer: Estimate, tau: float, sigma: float | None, confidence
     chosen candidate's calibrated prediction, B its measured interval factor), or 'certified', every value the
     release cannot tell from the answer by tests that hold whatever the data."""
     points = answer.extra.get("cdf_points")
-    if kind == "certified" or sigma is None or points is None or sigma >= USELESS:
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    if kind == "certified" or sigma is None or points is None or sigma >= USELESS or \
+            z * sigma >= max(tau, 1 - tau) * (1 - 1e-9):   # (a useless search: its prediction says any rank)
         return answer.extra["interval"](confidence)
-    alpha = NormalDist().inv_cdf(0.5 + confidence / 2) * sigma * INTERVAL_FACTOR.get(answer.extra.get("mechanism"), 1.0)
+    alpha = z * sigma * INTERVAL_FACTOR.get(answer.extra.get("mechanism"), 1.0)
     low, high = rank_interval(points, tau, alpha, int(answer.extra["coin"]), space.size)
     return np.array([space.value(low)]), np.array([space.value(high)])
 
@@ -521,8 +530,8 @@ def _shuffle_candidate(target: QuantileTarget) -> Candidate:
 def _bound_candidate(target: QuantileTarget) -> Candidate:
     space, taus = target.space, target.taus
 
-    def predict(eps: float, n: int) -> float:
-        return max(min(t, 1 - t) for t in taus) / Z95
+    def predict(eps: float, n: int) -> float:   # the rank error is min(τ, 1 - τ) with certainty: shown as ±z·σ at
+        return max(min(t, 1 - t) for t in taus) / target.z   # the statement's confidence, it is exactly that
 
     def protocol(eps: float):
         if math.isinf(eps):
@@ -530,7 +539,7 @@ def _bound_candidate(target: QuantileTarget) -> Candidate:
         parts = [(t, bound_protocol(space, t), (0.0, 1.0)) for t in taus]
         return lambda n: several(parts, n)
 
-    return Candidate("bound", "local", 0, predict, protocol, share_n=True, choice_weight=W_BOUND,
+    return Candidate("bound", "local", 0, predict, protocol, share_n=True, choice_weight=target.z,
                      note="asks no user: the domain's minimum or maximum",
                      describe=lambda eps, n: ["bound       every τ is within the predicted rank error of the domain's "
                                               "minimum or maximum, which is returned without asking anyone",
@@ -565,7 +574,21 @@ def quantile_candidates(target: QuantileTarget) -> list[Candidate]:
     for c in out:
         if c.mechanism != "bound":   # under a users split, a quantile of the users asked stands for all of them
             c.sampling = lambda population, spread=spread: spread
+            c.predict = _honest(c.predict, target)
     return out
+
+
+def _honest(predict: Callable[[float, int], float], target: QuantileTarget) -> Callable[[float, int], float]:
+    """A search's σ as shown at the statement's confidence (±z·σ): never more than the largest rank error any
+    answer can have, max(τ, 1 - τ), and exactly that where the calibrated prediction gives up (USELESS, no
+    better than a random coin): scaling that cap by z would claim ±0.42 at 90% for an answer that can be 0.5
+    off in rank."""
+    worst = max(max(t, 1 - t) for t in target.taus) / target.z
+
+    def honest(eps: float, n: int) -> float:
+        sigma = predict(eps, n)
+        return worst if sigma >= USELESS * (1 - 1e-9) else min(sigma, worst)
+    return honest
 
 
 register_aggregate(AggregateSpec("LDP_QUANTILE", "LDP_QUANTILE(column, q)",

@@ -35,9 +35,6 @@ def aggregate(res, output: str):
 
 # ---- 1. a 'bound' answer asks nobody: it should take neither users nor ε from the others ------------------------
 
-@pytest.mark.xfail(strict=True, reason="a bound quantile asks nobody but the users split still gives it half the "
-                                       "users: LDP_MEAN(age) beside LDP_QUANTILE(age, 0.002) at ε = 0.2, n = 3,000 "
-                                       "runs on users [0.5, 1) and predicts ±30.46 instead of ±21.54 alone")
 def test_a_bound_answer_takes_no_users_from_a_mean():
     con = connect(ages(3000), {"age": AGE}, ("region",))
     alone = con.sql("EXPLAIN SELECT LDP_MEAN(age) FROM t EPSILON 0.2").plan.aggregates[0].chosen.predicted_se
@@ -48,9 +45,6 @@ def test_a_bound_answer_takes_no_users_from_a_mean():
     assert mean.chosen.predicted_se == pytest.approx(alone, rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="with split = 'epsilon' a bound quantile keeps ε/2 that it never uses while "
-                                       "the statement is charged the full ε: LDP_MEAN(age) runs at ε = 0.1 "
-                                       "(predicted ±42.98) although every user pays 0.2")
 def test_a_bound_answer_takes_no_epsilon_from_a_mean():
     con = connect(ages(3000), {"age": AGE}, ("region",))
     res = con.sql("SELECT LDP_QUANTILE(age, 0.002), LDP_MEAN(age) FROM t EPSILON 0.2 OPTIONS (split = 'epsilon')")
@@ -83,9 +77,6 @@ def test_min_on_a_two_value_domain_is_not_an_internal_error():
     assert con.remaining_budget("t") >= 96.0
 
 
-@pytest.mark.xfail(strict=True, reason="LDP_MIN with n = 3 on INTEGER 0..120 at ε = 1: the InternalError (an ε "
-                   "search past the cap of 30) is fixed, but the bisection still runs with a bound of the whole domain "
-                   "(E|error| ≤ 120, γ = 0.63) instead of the documented refusal")
 def test_min_refusal_at_tiny_n_is_a_plan_error():
     rng = np.random.default_rng(2)
     con = connect({"age": rng.integers(0, 100, 3)}, {"age": AGE})
@@ -109,23 +100,27 @@ def test_min_refusal_names_the_first_n_and_epsilon_that_work():
     assert explain(200, 0.878) == "buckets_grr" and "too few users" in explain(200, 0.87)
 
 
-@pytest.mark.xfail(strict=True, reason="SET confidence is ignored by LDP_MIN's bucket interval, which is computed at the "
-                                       "default 0.95 but labelled with the SET level (ExtremeTarget reads OPTIONS "
-                                       "only): same data and seed, OPTIONS (confidence = 0.5) gives [0, 15], "
-                                       "SET confidence = 0.5 gives [0, 30] labelled 50%")
 def test_set_confidence_moves_the_extremes_interval_like_options():
+    """audit3 reported SET confidence ignored ([0, 15] with OPTIONS, [0, 30] with SET, both labelled 50%). The
+    target does read SET (the planner merges it under OPTIONS): the two runs drew different noise, because an
+    evaluation seed's stream is keyed by the session's statement count and SET is a statement. The audit's
+    comparison is kept with every session running one SET before the query (OPTIONS overrides a SET 0.95), so
+    the noise is the same; over 8 seeds, and with a control at 95% that shows the interval does move with the
+    level on this data (it is [0, 30] at both levels for most seeds)."""
     x = np.random.default_rng(2).integers(0, 121, 3000)
-    got = {}
-    for how in ("options", "set"):
-        con = connect({"age": x}, {"age": AGE})
-        if how == "set":
-            con.sql("SET confidence = 0.5")
-            res = con.sql("SELECT LDP_MIN(age) FROM t EPSILON 1")
-        else:
-            res = con.sql("SELECT LDP_MIN(age) FROM t EPSILON 1 OPTIONS (confidence = 0.5)")
-        got[how] = (res.fetchone(), res.intervals())
-    assert got["options"][1][0][0][2] == got["set"][1][0][0][2] == 0.5
-    assert got["options"] == got["set"]
+    moved = False
+    for seed in range(1, 9):
+        got = {}
+        for how, level, options in (("set", 0.5, ""), ("options", 0.95, " OPTIONS (confidence = 0.5)"),
+                                    ("control", 0.95, "")):
+            con = connect({"age": x}, {"age": AGE}, seed=seed)
+            con.sql(f"SET confidence = {level}")
+            res = con.sql(f"SELECT LDP_MIN(age) FROM t EPSILON 1{options}")
+            got[how] = (res.fetchone(), res.intervals())
+        assert got["options"][1][0][0][2] == got["set"][1][0][0][2] == 0.5
+        assert got["options"] == got["set"], seed
+        moved |= got["control"][1][0][0][:2] != got["set"][1][0][0][:2]
+    assert moved
 
 
 def two_groups(small: int, seed: int = 1) -> tuple[ldpql.Connection, np.ndarray]:
@@ -217,9 +212,12 @@ def test_calibrated_interval_covers_at_a_low_quantile():
 @pytest.mark.xfail(strict=True, reason="on a Zipf-like integer column (zipf(1.3) - 1 capped at 1000, INTEGER 0..1000, "
                                        "n = 5,000, ε = 1, τ = 0.5, the planner's BayeSS) the rank error is within the "
                                        "predicted ±0.0451 (95%) in 73.5% of 200 runs (in-memory driver; 66.5% through "
-                                       "SQL) and within the 90% prediction equally often: atoms of 4-11% next to the "
-                                       "median put the answer one atom off, contrary to docs/quantiles.md's caveat "
-                                       "that point masses make the prediction conservative")
+                                       "SQL) and within the 90% prediction equally often. Left (honest, 2026-11-24): not "
+                                       "an off-by-one at atoms (three atoms 40/20/40% at ε = 4: 60 of 60 runs exact) "
+                                       "nor the domain's edge (the column shifted by 495: 68%); the answers spread "
+                                       "over the values 3..10 around the median 4, so BayeSS is noisier in rank on "
+                                       "this shape than its calibrated σ says, which a data-independent prediction "
+                                       "cannot see; docs/quantiles.md now says so instead of 'conservative'")
 def test_predicted_rank_error_covers_on_zipf_data():
     from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol
     from ldpql.simulation import simulate
@@ -234,18 +232,12 @@ def test_predicted_rank_error_covers_on_zipf_data():
     assert within >= 0.95 - 3 * (0.95 * 0.05 / 200) ** 0.5, within   # 0.904
 
 
-@pytest.mark.xfail(strict=True, reason="EXPLAIN of a statement whose every answer is a bound says 'budget ε = 0.2 per "
-                                       "user (table budget 100: 100 remain -> 99.8 after this statement)' next to its "
-                                       "own 'charge none' line; the statement then spends 0 and leaves 100")
 def test_explain_of_a_bound_only_statement_says_nothing_will_be_spent():
     con = connect(ages(3000), {"age": AGE}, ("region",))
     text = con.sql("EXPLAIN SELECT LDP_QUANTILE(age, 0.002) FROM t EPSILON 0.2").render()
     assert "-> 99.8 after this statement" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="a statement whose every answer is a bound (asks nobody, spends 0) is refused "
-                                       "with BudgetExceededError 'this statement needs ε = 0.2 per user' when 0.1 "
-                                       "remains: the reservation is checked before the (public) bound decision")
 def test_a_bound_only_statement_runs_whatever_budget_remains():
     con = connect(ages(3000), {"age": AGE}, ("region",), budget=0.1)
     assert con.sql("SELECT LDP_QUANTILE(age, 0.002) FROM t EPSILON 0.2").fetchone() == (0.0,)
