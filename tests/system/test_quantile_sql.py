@@ -332,8 +332,13 @@ def test_certified_interval_is_the_default_and_calibrated_stays_available(eval_c
         value, same = res.fetchone()
         (lo, hi, _), (clo, chi, _) = res.intervals()[0]
         assert value == same and lo <= value <= hi and clo <= value <= chi, mech
-        if mech == "naive_nbs":   # a search's certified interval is Bonferroni over every question: much wider
-            assert hi - lo < chi - clo
+        if mech == "naive_nbs":   # a search's certified interval is Bonferroni over every question: wider
+            widths = [(hi - lo, chi - clo)]
+            for _ in range(9):     # in some runs both reach the same data points: compare on average
+                r = eval_con.sql("SELECT LDP_MEDIAN(age, interval => 'calibrated'), LDP_MEDIAN(age) FROM t "
+                                 "EPSILON 2 OPTIONS (mechanism = 'naive_nbs')").intervals()[0]
+                widths.append((r[0][1] - r[0][0], r[1][1] - r[1][0]))
+            assert all(c <= w for c, w in widths) and np.mean([c for c, _ in widths]) < np.mean([w for _, w in widths])
         assert "within that error of τ" in res.render()
     default = eval_con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 2")
     assert "(certified)" in default.render()
