@@ -117,8 +117,8 @@ class SparkDialect(Dialect):
             x = args[0]
             return (f"(CASE WHEN typeof({x}) IN ('double', 'float') AND NOT (abs({x}) < {self.EXACT!r}D) THEN {x} "
                     f"WHEN typeof({x}) IN ('double', 'float') THEN CAST({func}({x}) AS DOUBLE) ELSE {func}({x}) END)")
-        if func == "isnan" and len(args) == 1:   # Spark's isnan(NULL) is false, DuckDB's NULL
-            return f"(CASE WHEN {args[0]} IS NULL THEN NULL ELSE isnan({args[0]}) END)"
+        if func == "isnan" and len(args) == 1:   # Spark's isnan(NULL) is false, DuckDB's NULL; in Spark NaN = NaN
+            return f"({args[0]} = CAST('NaN' AS DOUBLE))"
         return f"{func}({', '.join(args)})"
 
 
@@ -139,6 +139,8 @@ def render_spark(e: E.Expr) -> str:
         return SPARK.position(e.values, r(e.arg))
     if isinstance(e, E.BinOp):
         left, right = r(e.left), r(e.right)
+        if e.op == "/" and _nonzero_constant(e.right):
+            return f"try_divide({left}, {right})"
         return SPARK.spelled[e.op](left, right) if e.op in SPARK.spelled else f"({left} {e.op} {right})"
     if isinstance(e, E.Logic):
         return "(" + f" {e.op} ".join(r(a) for a in e.args) + ")"
@@ -151,6 +153,13 @@ def render_spark(e: E.Expr) -> str:
     if isinstance(e, E.Case):
         return f"CASE WHEN {r(e.when)} THEN {r(e.then)} ELSE {r(e.otherwise)} END"
     return render(e, SPARK)   # Column, Literal
+
+
+def _nonzero_constant(e: E.Expr) -> bool:
+    while isinstance(e, E.Cast):
+        e = e.arg
+    return isinstance(e, E.Literal) and isinstance(e.value, int | float) and not isinstance(e.value, bool) \
+        and e.value != 0 and not math.isnan(e.value)
 
 
 # ---- users' keys -------------------------------------------------------------------------------------------------
@@ -196,6 +205,7 @@ def local_session(master: str = "local[2]", driver_memory: str = "1g"):
              .config("spark.driver.memory", driver_memory)
              .config("spark.sql.shuffle.partitions", "8")
              .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("FATAL")
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):   # an error is ours to report, once
@@ -237,9 +247,9 @@ class SparkBackend(Backend):
         table = table.append_column("__ldpql_row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
         self._frames[name.lower()] = (self.spark.createDataFrame(table), True)
 
-    def source(self, table: Table):
-        """(the source's rows as a DataFrame with a ``__pos`` column of row positions or without one, whether it
-        has positions) as Spark reads the declared source."""
+    def source(self, table: Table, positions: bool = False):
+        """(the declared source's rows as Spark reads them, whether they carry ``__pos``, each row's position as
+        DuckDB reads it). Positions cost one more (small) job per source and backend: asked only where needed."""
         kind = table.source_kind
         if kind == "frame":
             got = self._frames.get(table.name.lower())
@@ -249,10 +259,12 @@ class SparkBackend(Backend):
             df, ordered = got
             return (df.withColumnRenamed("__ldpql_row", "__pos"), True) if ordered else (df, False)
         if kind == "file":
-            return self._positions(table, self._read_file(table))
-        if kind == "table":
-            return self._positions(table, self.spark.table(table.source_text))
-        return self.spark.sql(table.source_text), False
+            raw = self._read_file(table)
+        elif kind == "table":
+            raw = self.spark.table(table.source_text)
+        else:
+            return self.spark.sql(table.source_text), False
+        return self._positions(table, raw) if positions else (self._typed(table, raw), False)
 
     def _read_file(self, table: Table):
         path = table.source_text
@@ -300,25 +312,32 @@ class SparkBackend(Backend):
                                                                                     "__delta"), True
 
     # -- populations -----------------------------------------------------------------------------------------
-    def _population(self, pop: Population, users: Slice | None = None, keys: bool = False):
+    def _population(self, pop: Population, users: Slice | None = None, keys: bool = False,
+                    positions: bool = False):
         """The users of a statement: the source's rows after the public WHERE, in the slice ``users``; with
-        ``__lo``/``__hi`` (the key's halves) when ``keys``, and ``__pos`` when the source has row positions."""
+        ``__lo``/``__hi`` (the key's halves) when ``keys``, and ``__pos`` when ``positions`` and the source has
+        row positions. Returns (rows, whether they carry ``__pos``)."""
         from pyspark.sql import functions as F
         t, users = pop.table, users or Slice()
-        df, ordered = self.source(t)
-        if keys or not users.everyone:
-            if t.privacy_unit:
-                digest, lo, hi = unit_halves_sql(t.privacy_unit)
-                df = df.withColumn("__md5", F.expr(digest)).withColumn("__lo", F.expr(lo)).withColumn(
-                    "__hi", F.expr(hi)).drop("__md5")
-            elif ordered and (t.identity is None or t.identity.stable_rows):
-                df = df.withColumn("__lo", F.col("__pos").bitwiseAND(F.lit(MASK32))).withColumn(
-                    "__hi", F.shiftright(F.col("__pos"), 32))
-            else:
-                raise InternalError(f"`{t.name}` has no stable row order to key its users by")
+        keys = keys or not users.everyone
+        by_position = keys and not t.privacy_unit
+        df, ordered = self.source(t, positions or by_position)
+        if by_position and not (ordered and (t.identity is None or t.identity.stable_rows)):
+            raise InternalError(f"`{t.name}` has no stable row order to key its users by")
+        if keys and t.privacy_unit:
+            digest, lo, hi = unit_halves_sql(t.privacy_unit)
+            df = df.withColumn("__md5", F.expr(digest)).withColumn("__lo", F.expr(lo)).withColumn(
+                "__hi", F.expr(hi)).drop("__md5")
+        elif keys:
+            df = df.withColumn("__lo", F.col("__pos").bitwiseAND(F.lit(MASK32))).withColumn(
+                "__hi", F.shiftright(F.col("__pos"), 32))
         if not users.everyone:
             for name, step in slice_steps(users.salt):
-                df = df.withColumn(name, F.expr(render_spark(step)))
+                # Each step uses earlier ones twice. Spark pushes a filter through deterministic projections by
+                # inlining them, which would copy the chain 2^12 times (a plan of megabytes, heap exhausted);
+                # a nondeterministic zero added to the last step (exact: __u >= 0) keeps the filter above it.
+                text = render_spark(step) + (" + 0 * spark_partition_id()" if name == "__u" else "")
+                df = df.withColumn(name, F.expr(text))
             df = df.where((F.col("__u") >= F.lit(float(users.u0))) & (F.col("__u") < F.lit(float(users.u1))))
         if pop.where is not None:
             df = df.where(F.expr(render_spark(pop.where)))
@@ -327,10 +346,11 @@ class SparkBackend(Backend):
         return df, ordered
 
     def _rows(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice, where: E.Expr | None = None,
-              extra: tuple[str, ...] = ()):
-        """``cell, x`` (and ``extra`` columns) over the slice's users, ``where`` narrowing them."""
+              positions: bool = False):
+        """``cell, x`` (and ``__pos`` when ``positions`` and the source has them) over the slice's users,
+        ``where`` narrowing them."""
         from pyspark.sql import functions as F
-        df, ordered = self._population(pop, users)
+        df, ordered = self._population(pop, users, positions=positions)
         cell = F.lit(0).cast("long")
         if pop.group_by:
             df = df.join(F.broadcast(self._cells_frame(pop, cells, df)), F.expr(" AND ".join(
@@ -338,8 +358,7 @@ class SparkBackend(Backend):
             cell = F.col("__cell")
         if where is not None:
             df = df.where(F.expr(render_spark(where)))
-        cols = [c for c in extra if c != "__pos" or ordered]
-        return df.select(cell.alias("cell"), F.expr(render_spark(x)).alias("x"), *cols), ordered
+        return df.select(cell.alias("cell"), F.expr(render_spark(x)).alias("x"), *(["__pos"] if ordered else [])), ordered
 
     def _cells_frame(self, pop: Population, cells: list[Cell], df):
         from pyspark.sql.types import LongType, StructField, StructType
@@ -398,7 +417,7 @@ class SparkBackend(Backend):
         has one (then batches are DuckDB's, so are seeded per-user draws). Rows cross to the driver one by one:
         for large data prefer :meth:`randomized`, which randomizes on the executors."""
         with self._reading(pop.table):
-            rows, ordered = self._rows(pop, cells, x, users, extra=("__pos",))
+            rows, ordered = self._rows(pop, cells, x, users, positions=True)
             if ordered:
                 rows = rows.orderBy("__pos")
             it = rows.select("cell", "x").toLocalIterator(prefetchPartitions=True)

@@ -34,6 +34,11 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def backend(spark):
+    return S.SparkBackend(spark)
+
+
 @pytest.fixture
 def small_splits(spark):
     """Files split into many small blocks, packed several to a partition (what a cluster does with big files)."""
@@ -278,10 +283,9 @@ def _declare(path: str, unit: str | None = None):
 
 
 @pytest.mark.parametrize("kind", ["parquet", "csv"])
-def test_row_positions_are_duckdbs_whatever_the_splits(spark, tmp_path, small_splits, kind):
+def test_row_positions_are_duckdbs_whatever_the_splits(spark, backend, tmp_path, small_splits, kind):
     path, total = _write_parts(tmp_path, kind)
     con, table = _declare(path)
-    backend = S.SparkBackend(spark)
     assert spark.read.format(kind).option("header", True).load(path).rdd.getNumPartitions() > 4   # really split
     df, ordered = backend._population(Population(table), keys=True)
     got = df.select("rid", "__pos", "__lo", "__hi").toPandas()
@@ -332,7 +336,7 @@ def _as_dict(counts, cells) -> dict:
 @pytest.mark.parametrize("partitions", [1, 3, 8])
 def test_value_counts_equal_duckdb_for_any_partitioning(spark, people, partitions):
     con, table = people
-    backend = S.SparkBackend(spark, partitions=partitions)
+    backend = S.SparkBackend(spark, partitions=partitions)   # the source read as 3 files, then repartitioned
     coin = bucket("age", 0, 100, 10)
     for group_by in [(), ("region",), ("region", "year")]:
         pop = Population(table, None, group_by)
@@ -348,9 +352,8 @@ def test_value_counts_equal_duckdb_for_any_partitioning(spark, people, partition
             assert np.all(np.diff(vs) > 0)
 
 
-def test_where_and_narrowing_condition(spark, people):
+def test_where_and_narrowing_condition(backend, people):
     con, table = people
-    backend = S.SparkBackend(spark)
     where = E.op(">=", E.Column("year"), 2020)
     pop = Population(table, where, ("region",))
     cells = backend.cells(pop)
@@ -361,9 +364,8 @@ def test_where_and_narrowing_condition(spark, people):
     assert got == want
 
 
-def test_slices_and_covered_users_match_duckdb_keys(spark, people):
+def test_slices_and_covered_users_match_duckdb_keys(backend, people):
     con, table = people
-    backend = S.SparkBackend(spark)
     where = E.op(">=", E.Column("year"), 2020)
     covered = backend.covered_users(Population(table, where))
     uids = con.duck.execute(f"SELECT uid FROM {table.from_sql} WHERE year >= 2020").fetchall()
