@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import ldpql
-from ldpql.executor import covered_users
+from ldpql import expr as E
+from ldpql.backends.base import Population
 
 GROUPS = 100
 
@@ -41,7 +42,7 @@ def fill(con: ldpql.Connection, k: int) -> float:
     groups = np.random.default_rng(1).integers(0, GROUPS, k)
     start = time.perf_counter()
     for g, times in zip(*np.unique(groups, return_counts=True)):
-        ids = covered_users(con.duck, t, f"g = {g}")
+        ids = con.backend.covered_users(Population(t, E.op("=", E.Column("g"), g)))
         con.ledger.commit(con.ledger.reserve(t.ledger_key, "t", f"bench g = {g}", ids, 1e-4 * times, f"g = {g}",
                                              len(ids)))
     with con.ledger.transaction():

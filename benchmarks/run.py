@@ -461,8 +461,10 @@ def main(argv: list[str] | None = None) -> int:
 def _encoded_sql(con) -> str:
     """The DuckDB expression ldpql streams for LDP_HISTOGRAM(c) (the planner's encoding of an INTEGER BETWEEN
     column), for the floor measurement."""
+    from ldpql.backends.sql import render
+
     dom = con.catalog.get("t").column("c").domain
-    return f"CAST({dom.clamped_sql('c')} - {dom.low!r} AS BIGINT)"
+    return render(dom.index("c"))
 
 
 def _stream(duck, sql: str, rng: np.random.Generator | None) -> float:

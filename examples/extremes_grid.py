@@ -4,7 +4,7 @@ For each cell (shape, MIN or MAX, n, ε) the script builds the planner's candida
 column (``ldpql.planner.minimum.extreme_candidates``: the one-round bucket search through OUE and through
 GRR, the bisection of Fukuchi et al. 2019), lets the planner's rule choose (smallest predicted error among
 those its checks allow), then runs every candidate R times on the same fixed data with the engine's own
-protocols, driven in numpy by each round's exact aggregate (``ldpql.mechanisms.minimum.drive``). Degenerate
+protocols, driven in numpy by each round's exact aggregate (``ldpql.simulation.drive``). Degenerate
 bisections (γ ≥ 1, refused by the planner) are run as with force = true. The Laplace baseline is left out (its
 error is the domain's width many times over, spec §2.6).
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from ldpql.catalog import Column, NumericDomain
 from ldpql.mechanisms.base import Encoding
-from ldpql.mechanisms.minimum import drive
+from ldpql.simulation import drive
 from ldpql.planner import minimum as pm
 
 LOW, HIGH = 0, 20000

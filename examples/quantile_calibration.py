@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from quantile_paper import pareto_data, uniform_data  # noqa: E402
 
 from ldpql.mechanisms.hierarchical import hierarchical_protocol  # noqa: E402
-from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol, simulate  # noqa: E402
+from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol  # noqa: E402
+from ldpql.simulation import simulate  # noqa: E402
 from ldpql.planner import quantile as planner  # noqa: E402
 
 DATASETS = {"pareto 2500, 4^9": lambda: (pareto_data(2500, 9), 4 ** 9),

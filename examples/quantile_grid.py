@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from quantile_paper import pareto_data
 
 from ldpql.mechanisms import Encoding
-from ldpql.mechanisms.quantile import CoinSpace, simulate
+from ldpql.mechanisms.quantile import CoinSpace
+from ldpql.simulation import simulate
 
 try:
     from ldpql.mechanisms.quantile import rank_interval

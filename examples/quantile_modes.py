@@ -33,7 +33,8 @@ from quantile_calibration import rank_errors  # noqa: E402
 from quantile_paper import pareto_data, uniform_data  # noqa: E402
 
 from ldpql.mechanisms.hierarchical import hierarchical_protocol  # noqa: E402
-from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, padded_protocol, simulate  # noqa: E402
+from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, padded_protocol  # noqa: E402
+from ldpql.simulation import simulate  # noqa: E402
 from ldpql.planner.quantile import BAYESS_ROUNDS  # noqa: E402
 
 DATASETS = {"pareto 2500, 4^9": lambda: (pareto_data(2500, 9), 4 ** 9),

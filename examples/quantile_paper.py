@@ -2,7 +2,7 @@
 
 Shared by ``examples/reproduce_quantile.py``, ``benchmarks/quantile_speed.py`` and the reduced reproduction in
 the test suite. Trials drive the engine's protocol generators directly with numpy-backed exact replies
-(:func:`ldpql.mechanisms.quantile.simulate`): every round's users are a uniformly random subset of the users
+(:func:`ldpql.simulation.simulate`): every round's users are a uniformly random subset of the users
 not yet asked, their true input histogram is computed from the data, and the engine's RR / OUE
 ``sample_aggregate`` draws the aggregated reports, exactly as the executor's exact-aggregate path does.
 """
@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from ldpql.mechanisms.hierarchical import hierarchical_protocol
-from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol, padded_protocol, simulate
+from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol, padded_protocol
+from ldpql.simulation import simulate
 from ldpql.mechanisms.shuffle import shuffle_nbs_protocol
 
 EPSILONS = np.geomspace(0.1, 5, 10)           # spec §4.2

@@ -44,7 +44,8 @@ import numpy as np
 from scipy import special, stats
 
 from ldpql.mechanisms.base import Encoding
-from ldpql.mechanisms.minimum import Grid, GridEncoding, LaplaceMin, Lattice, drive, laplace_error, schedule, search
+from ldpql.mechanisms.minimum import Grid, GridEncoding, LaplaceMin, Lattice, laplace_error, schedule, search
+from ldpql.simulation import drive
 
 GRID_DEPTH = 8          # blocks per grid in this simulation (a simulation detail: the replies' law is the same)
 SCHEDULES = {"lower": 1.0, "unknown": None}   # name -> α₀ (None: the unknown-α schedule)

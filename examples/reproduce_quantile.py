@@ -5,7 +5,7 @@ hierarchical mechanism, every (N, B) of the released table), Fig. 1 right / Fig.
 data), Fig. 2 (the c sweep) and Fig. 4 (shuffle vs local NaiveNBS at N = 10^7). The datasets are regenerated
 bit for bit (numpy's legacy RNG, seed 42). Every trial runs the engine's own protocol generators in paper mode
 (the authors' tie-breaking, returned coin, batch counts and one user per BayesLearn round) through the numpy
-driver :func:`ldpql.mechanisms.quantile.simulate`: each round's users are a uniformly random subset of the
+driver :func:`ldpql.simulation.simulate`: each round's users are a uniformly random subset of the
 users not yet asked, their true input histogram is taken from the data and the engine's RR / OUE
 ``sample_aggregate`` draws the aggregated reports, exactly as the executor's exact-aggregate path does. SQL is
 not used (``benchmarks/quantile_speed.py`` times the SQL path).

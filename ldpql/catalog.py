@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import duckdb
 
+from ldpql import expr as E
 from ldpql.errors import CatalogError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.grammar.ast import quote_name, quote_string
@@ -69,10 +70,6 @@ def _canon(v: float) -> str:
     return repr(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
 
 
-def _double(v: float) -> str:
-    return f"CAST({float(v)!r} AS DOUBLE)"
-
-
 # Every encoding below is total: whatever a row holds (a string where a number was expected, NULL, NaN, ±inf,
 # a value far outside the domain), it yields an index or value inside the declared domain and never raises.
 # An error raised while rows are encoded would depend on a private value (DESIGN 4.5), so conversions are
@@ -99,17 +96,21 @@ class NumericDomain:
         """Number of values of an integer domain, None for a continuous one."""
         return int(self.high - self.low) + 1 if self.integer else None
 
-    def clamped_sql(self, col: str) -> str:
-        """DuckDB expression: the value each user randomizes, clamped to [low, high]; never raises."""
-        x = f"TRY_CAST({quote_name(col)} AS DOUBLE)"
-        v = f"CASE WHEN {x} IS NULL OR isnan({x}) THEN {self.null_value!r} ELSE {x} END"
+    def clamped(self, col: str) -> E.Expr:
+        """The value each user randomizes, clamped to [low, high]; never raises."""
+        v: E.Expr = E.null_to(E.number(col), self.null_value)
         if self.integer:
-            v = f"round({v})"
-        return f"least(greatest({v}, {self.low!r}), {self.high!r})"
+            v = E.call("round", v)
+        return E.clamp(v, self.low, self.high)
 
-    def index_sql(self, col: str) -> str:
-        """DuckDB expression: the 0-based value index of an INTEGER domain (low -> 0), clamped to [0, size)."""
-        return f"least(greatest(CAST({self.clamped_sql(col)} - ({self.low!r}) AS BIGINT), 0), {self.size - 1})"
+    def scaled(self, col: str) -> E.Expr:
+        """The clamped value mapped onto [-1, 1]: (x - mid) / half."""
+        half, mid = (self.high - self.low) / 2, (self.high + self.low) / 2
+        return E.op("/", E.op("-", self.clamped(col), mid), half)
+
+    def index(self, col: str) -> E.Expr:
+        """The 0-based value index of an INTEGER domain (low -> 0), clamped to [0, size)."""
+        return E.index(E.op("-", self.clamped(col), self.low), self.size)
 
     def describe(self) -> str:
         kind = "INTEGER " if self.integer else ""
@@ -143,15 +144,13 @@ class CategoricalDomain:
         """True for string categories, False for numbers."""
         return isinstance(self.values[0], str)
 
-    def index_sql(self, col: str) -> str:
-        """DuckDB expression: the 0-based category index of each row (OTHER = d - 1); never raises."""
-        if self.strings:
-            items, x = ", ".join(map(_sql_literal, self.values)), f"TRY_CAST({quote_name(col)} AS VARCHAR)"
-        else:
-            items, x = ", ".join(map(_double, self.values)), f"TRY_CAST({quote_name(col)} AS DOUBLE)"
+    def index(self, col: str) -> E.Expr:
+        """The 0-based category index of each row (OTHER = d - 1); never raises."""
+        x: E.Expr = E.TryCast(E.Column(col), "VARCHAR" if self.strings else "DOUBLE")
+        values = self.values if self.strings else tuple(float(v) for v in self.values)
         if self.default is not None:
-            x = f"coalesce({x}, {_sql_literal(self.default) if self.strings else _double(self.default)})"
-        return f"least(greatest(coalesce(list_position([{items}], {x}), {self.size}) - 1, 0), {self.size - 1})"
+            x = E.call("coalesce", x, self.default if self.strings else E.double(self.default))
+        return E.clamp(E.op("-", E.call("coalesce", E.Position(values, x), self.size), 1), 0, self.size - 1)
 
     def describe(self) -> str:
         shown = ", ".join(map(str, self.values[:6])) + (", ..." if len(self.values) > 6 else "")
@@ -174,10 +173,9 @@ class BooleanDomain:
 
     size = 2
 
-    def index_sql(self, col: str) -> str:
-        """DuckDB expression: 1 for true, 0 for false; never raises."""
-        return (f"CASE WHEN coalesce(TRY_CAST({quote_name(col)} AS BOOLEAN), {str(self.default).upper()}) "
-                f"THEN 1 ELSE 0 END")
+    def index(self, col: str) -> E.Expr:
+        """1 for true, 0 for false; never raises."""
+        return E.indicator(E.call("coalesce", E.TryCast(E.Column(col), "BOOLEAN"), bool(self.default)))
 
     def describe(self) -> str:
         return f"BOOLEAN; NULL -> {str(self.default).upper()}"

@@ -22,7 +22,9 @@ import numpy as np
 from ldpql import catalog as cat
 from ldpql.errors import (BudgetExceededError, CatalogError, Error, ExecuteError, InternalError, ParseError, PlanError,
                           PrivacyError)
-from ldpql.executor import Cell, Executor, covered_users, public_cells
+from ldpql.backends.base import Population, where_expr
+from ldpql.backends.duckdb import DuckDBBackend
+from ldpql.executor import CANONICAL_USERS, Cell, Executor
 from ldpql.grammar import ast, parse
 from ldpql.ledger import Ledger
 from ldpql.planner import Plan, PublicFacts, check_option, check_public, plan, sweep
@@ -96,6 +98,7 @@ class Connection:
                  database: str | None = None, progress: Progress | None = None, role: str = "owner"):
         _check_arguments(ledger, seed, evaluation, database, role, progress)
         self.duck = _open_duckdb(None if database is None else str(database))
+        self.backend = DuckDBBackend(self.duck)
         self.database = None if database is None else os.path.abspath(str(database))
         self.catalog = cat.Catalog()
         self.ledger = _guard(Ledger, None if ledger is None else str(ledger))
@@ -281,7 +284,8 @@ class Connection:
         with self._snapshot(self.catalog.get(stmt.table, stmt.pos, text)) as table:
             p, cells, users = self._plan(stmt, text, table)
             _check_accuracy(p)
-            ex = Executor(self.duck, self.progress)
+            ex = Executor(self.backend, self.progress)
+            ex.canonical = self._seeded(p) and p.n <= CANONICAL_USERS   # seeded: the data and the seed decide
             tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
             if p.n == 0 or math.isinf(p.epsilon):
                 if math.isinf(p.epsilon):
@@ -336,11 +340,11 @@ class Connection:
         is :func:`~ldpql.planner.sweep` for EXPLAIN ... EPSILON IN (...)."""
         table = table or self.catalog.get(stmt.table, stmt.pos, text)
         group = [table.column(c.name, c.pos, text).name for c in stmt.group_by]
-        where = stmt.where.sql() if stmt.where is not None else None
         check_public(stmt, table, text)  # before DuckDB ever evaluates the clauses
         self._check_data(table)
-        cells = public_cells(self.duck, table, where, group)
-        users = covered_users(self.duck, table, where)
+        pop = Population(table, where_expr(stmt.where) if stmt.where is not None else None, tuple(group))
+        cells = self.backend.cells(pop)
+        users = self.backend.covered_users(pop)
         facts = PublicFacts(sum(c.n for c in cells), len(cells), self.ledger.remaining(table.ledger_key, users),
                             self.ledger.remaining_delta(table.ledger_key), self.ledger.path,
                             tuple((c.key, c.n) for c in cells) if group else ())
@@ -411,8 +415,8 @@ class Connection:
             p, cells, _ = self._plan(stmt.select, text, table)
             _check_accuracy(p)
             self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
-            ex = Executor(self.duck, self.progress)
-            ex.cache = {}
+            ex = Executor(self.backend, self.progress)
+            ex.cache, ex.canonical = {}, self._seeded(p) and p.n <= CANONICAL_USERS
             exact_plan = dataclasses.replace(p, aggregates=[dataclasses.replace(a, epsilon=math.inf, users=(0.0, 1.0))
                                                             for a in p.aggregates], epsilon=math.inf)
             truth = ex.run(exact_plan, cells, 0) if p.n else {}

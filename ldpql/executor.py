@@ -1,107 +1,53 @@
-"""Runs a Plan over DuckDB data (DESIGN §4.2-4.3): user groups, rounds, the two simulation paths.
+"""The one protocol driver (DESIGN §4.1-4.3): runs a Plan's protocols through a backend, round by round.
 
-Every aggregate runs one protocol per GROUP BY cell. The executor advances all of them in lockstep: at each
-step it gathers the rounds they yield, runs rounds that share an encoding and a user interval as one DuckDB
-query over all cells, and sends each protocol its reply.
+Every aggregate runs one protocol per GROUP BY cell. The driver advances all of them in lockstep: at each
+step it gathers the rounds they yield, runs rounds that share an encoding and a user interval as one backend
+read over all cells, and sends each protocol its reply. It knows no SQL: encodings are :mod:`ldpql.expr`
+values that the backend (:mod:`ldpql.backends`) renders.
 
-- Per user: stream ``cell, input`` in Arrow batches (bounded memory), run the randomizer on each cell's
-  users, and add up the summaries batch by batch.
-- Exact aggregate: let DuckDB count the inputs per cell (``GROUP BY cell, input``) and draw the summary from
-  that histogram with the randomizer's closed-form distribution; one scan per round.
+- Exact aggregate: the backend counts the users per value of the round's encoding (its *base*: the coin of a
+  quantile, the lattice index of a minimum) over the aggregate's users, once per statement; every round is
+  answered from those counts, each randomizer drawing its summary from the input histogram in closed form. A
+  round that reaches a sub-interval of the aggregate's users (a quantile search's batch, a hierarchical level)
+  is a random subset of them, independent of their values: it is drawn from the users not yet asked
+  (:class:`ldpql.backends.memory.SlicedUsers`), the same law as the users a fresh hash would put there.
+- Per user: the backend streams the users' inputs in batches (bounded memory), the driver randomizes every
+  user and adds up the summaries batch by batch.
 
-Users are split into disjoint groups (aggregates under a user split, or a protocol's own sub-groups) by
-u = hash(user key, salt) / 2^64, where the salt comes from the statement's seed. The user key is the PRIVACY
-UNIT column when the table declares one, else the row's position in the source, which must be the same in
-every round of the statement: files, frames and stored tables are scanned in order (DuckDB's
-preserve_insertion_order, which the connection sets), and a query or view source, whose row order DuckDB may
-change from one scan to the next, is read once per statement into a snapshot by the connection. The key is a
-function of the user's identity and the seed only, never of a private value, the same on both paths and when
-streamed. ``touched`` turns true just before the first read of a private value (charge on touch).
-Before each round the executor checks that no user's ε, summed over the rounds it takes part in, exceeds the
-plan.
+Users are split among aggregates (a users split) by the backend's portable slice of their 64-bit keys under a
+salt drawn from the statement's entropy. ``touched`` turns true just before the first read of a private value
+(charge on touch). Before each round the driver checks that no user's ε, summed over the rounds it takes part
+in, exceeds the plan.
 """
 
 from __future__ import annotations
 
 import os
-import queue
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-import duckdb
 import numpy as np
-import pyarrow as pa
 
-from ldpql.catalog import Table
+from ldpql import expr as E
+from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, where_expr
+from ldpql.backends.memory import SlicedUsers
 from ldpql.errors import ExecuteError, InternalError
-from ldpql.grammar.ast import quote_name
-from ldpql.mechanisms import Estimate, Reply, Round, add_virtual
+from ldpql.mechanisms import Estimate, Protocol, Reply, Round, add_virtual
 from ldpql.planner import Plan
 
-BATCH_ROWS = 1 << 20
 REPORT_CELLS = 1 << 20          # users x report width randomized at once (bounds memory; cache-sized chunks)
 CHUNK_USERS = 1 << 16           # and at most this many users (narrow reports: smaller chunks stay in cache)
-QUEUE_BATCHES = 4               # Arrow batches read ahead of the randomizers (bounds memory)
+CANONICAL_ROWS = 1 << 16        # users per batch when a seeded run rebuilds them from value counts
+CANONICAL_USERS = 1 << 27       # up to this many users a seeded run randomizes them in a fixed order (memory
+                                # grows with a continuous column's distinct values); beyond, in the row order
 PARTS = 2                       # each batch is randomized in PARTS slices, one Generator per slice (fixed, so
                                 # results do not depend on the machine's core count)
-POS = "__ldpql_pos"
-CELLS = "__ldpql_cells"
 
 Progress = Callable[[float, str], None]
 
-
-@dataclass
-class Cell:
-    """One GROUP BY group (the whole population when there is no GROUP BY): its key and user count."""
-
-    key: tuple
-    n: int
-
-
-def population_sql(table: Table, where: str | None, keyed: str | None = None) -> str:
-    """The users of a statement: the source's rows after the public WHERE; ``keyed`` is a source whose rows
-    carry their user key in column POS (:meth:`Executor._keyed_source`)."""
-    src = f"SELECT * FROM {keyed or table.from_sql}"
-    return f"SELECT * FROM ({src}) AS src" + (f" WHERE {where}" if where else "")
-
-
-def public_cells(duck: duckdb.DuckDBPyConnection, table: Table, where: str | None, group_by: list[str]) -> list[Cell]:
-    """The GROUP BY cells and their user counts: public facts (public columns and counts only)."""
-    try:
-        if not group_by:
-            return [Cell((), int(duck.execute(f"SELECT count(*) FROM ({population_sql(table, where)})").fetchall()[0][0]))]
-        cols = ", ".join(quote_name(c) for c in group_by)
-        rows = duck.execute(f"SELECT {cols}, count(*) FROM ({population_sql(table, where)}) GROUP BY ALL "
-                            f"ORDER BY ALL NULLS LAST").fetchall()
-    except duckdb.Error as e:
-        raise ExecuteError(f"DuckDB could not read `{table.name}`: {str(e).splitlines()[0]}",
-                           hint="check that the source still exists and that WHERE compares columns with "
-                                "values of their type") from None
-    return [Cell(tuple(r[:-1]), int(r[-1])) for r in rows]
-
-
-def user_key_sql(table: Table) -> str | None:
-    """ldpql's 64-bit identity of a user (DESIGN §4.3): the lower half of the md5 of its privacy unit's text, or
-    its row position in a source whose rows keep their order; None when neither names a person."""
-    if table.privacy_unit:
-        return f"md5_number_lower(CAST({quote_name(table.privacy_unit)} AS VARCHAR))"
-    return "row_number() OVER () - 1" if table.identity.stable_rows else None
-
-
-def covered_users(duck: duckdb.DuckDBPyConnection, table: Table, where: str | None) -> np.ndarray | None:
-    """The ids of the users a statement covers, for the ledger: None (every user of the source) without a WHERE
-    or when users have no identity; else one pass over the public WHERE and the key (never a private value)."""
-    key = user_key_sql(table)
-    if where is None or key is None:
-        return None
-    sql = f"SELECT __ldpql_key FROM (SELECT *, {key} AS __ldpql_key FROM {table.from_sql}) AS src WHERE {where}"
-    try:
-        return duck.execute(sql).fetchnumpy()["__ldpql_key"].astype(np.uint64)
-    except duckdb.Error as e:
-        raise ExecuteError(f"DuckDB could not read `{table.name}`: {str(e).splitlines()[0]}") from None
+__all__ = ["Cell", "Executor", "planned_rounds"]
 
 
 @dataclass
@@ -117,14 +63,15 @@ class _Task:
 
 
 class Executor:
-    """Runs plans over one DuckDB connection."""
+    """Runs plans through one backend."""
 
-    def __init__(self, duck: duckdb.DuckDBPyConnection, progress: Progress | None = None):
-        self.duck = duck
+    def __init__(self, backend: Backend, progress: Progress | None = None):
+        self.backend = backend
         self.progress = progress
         self.touched = False
         self._at, self._planned = (0, 0, 1), 1   # (round, batch, batches in it) and the rounds planned (progress)
-        self.cache: dict[str, dict[int, np.ndarray]] | None = None  # exact-path histograms (EVALUATE reuses)
+        self.cache: dict | None = None  # value counts kept across runs (EVALUATE repeats a statement)
+        self.canonical = False          # per-user rounds from value counts in a fixed order (seeded runs)
 
     def run(self, plan: Plan, cells: list[Cell], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run every aggregate on every cell; returns {(aggregate index, cell index): Estimate}."""
@@ -134,21 +81,41 @@ class Executor:
         """Build every cell's protocol and take it to its first round, without touching the data: a protocol
         that refuses its cell (too few users) raises here, before any budget is reserved."""
         self._plan, self._cells = plan, cells
+        where = plan.statement.where
+        self._pop = Population(plan.table, where_expr(where) if where is not None else None, tuple(plan.group_by))
         self.touched = False  # charge on touch: set just before the first read of a private value
         tasks = [_Task(a.index, c, a.protocol(cell.n)) for a in plan.aggregates for c, cell in enumerate(cells)]
         for t in tasks:
             self._advance(t, None)
         return tasks
 
+    def run_protocol(self, protocol: Protocol, rng: np.random.Generator, exact_positions: bool = False) -> Estimate:
+        """One protocol over every user of the backend, at its own ε, randomness from ``rng``: the in-memory runs
+        of tests and reproductions (:mod:`ldpql.simulation`), through the same round code as a statement's.
+        ``exact_positions`` gives sub-intervals exactly round(n·length) users (a paper's batch sizes)."""
+        self._pop = Population(None)
+        self._cells = self.backend.cells(self._pop)
+        self._counts, self._users, self._salt, self._entropy = {}, {}, 0, None
+        self._users_rng, self._exact_positions = rng, exact_positions
+        t = _Task(0, 0, protocol)
+        self._advance(t, None)
+        while t.result is None:
+            r = t.round
+            if r.randomizer.exact and r.encoding.size is not None:
+                reply = self._exact([t], Slice(), rng)[0]
+            else:
+                reply = self._per_user(Slice(*r.users), {0: r}, rng, "protocol", 0)[0]
+            self._advance(t, add_virtual(r, reply, rng))
+        return t.result
+
     def finish(self, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run the started protocols to their estimates, with randomness from ``entropy``."""
-        plan = self._plan
-        self._started, self._salt = time.monotonic(), entropy % (1 << 62)
+        self._started, self._salt, self._entropy = time.monotonic(), entropy % (1 << 62), entropy
         self._cell_spent: dict[int, list] = {}
-        self._hist = self.cache if self.cache is not None else {}  # rounds sharing an encoding share one scan
-        if plan.group_by:
-            self._register_cells()
-        return self._loop(plan, tasks, entropy)
+        self._counts = self.cache if self.cache is not None else {}  # rounds sharing a base share one read
+        self._users: dict[tuple[int, int], SlicedUsers] = {}
+        self._users_rng, self._exact_positions = None, False
+        return self._loop(self._plan, tasks, entropy)
 
     def _loop(self, plan: Plan, tasks: list[_Task], entropy: int) -> dict[tuple[int, int], Estimate]:
         step, self._planned = 0, planned_rounds(plan)
@@ -198,15 +165,17 @@ class Executor:
     def _run_round(self, group: list[_Task], rng: np.random.Generator, step: int) -> dict[int, Reply]:
         a = self._plan.aggregates[group[0].agg]
         rounds = {t.cell: t.round for t in group}
-        u0, u1 = self._interval(a.users, group[0].round.users)
         exact = self._use_exact(list(rounds.values()))
         self._report(f"{a.output}: round {step + 1} ({'exact aggregate' if exact else 'per user'})")
-        sql = self._round_sql(group[0].round.encoding.sql, u0, u1)
         self.touched = True
         try:
-            replies = self._exact(sql, rounds, rng, u0, u1) if exact else self._per_user(sql, rounds, rng, a.output, step)
-        except duckdb.Error as e:
-            raise ExecuteError(f"DuckDB failed while running {a.output}: {str(e).splitlines()[0]}",
+            if exact:
+                replies = self._exact(group, Slice(*a.users, self._salt), rng)
+            else:
+                users = Slice(*self._interval(a.users, group[0].round.users), self._salt)
+                replies = self._per_user(users, rounds, rng, a.output, step)
+        except self.backend.errors as e:
+            raise ExecuteError(f"{self.backend.name} failed while running {a.output}: {str(e).splitlines()[0]}",
                                hint="nothing was spent; check the data source") from None
         return {c: add_virtual(rounds[c], r, rng) for c, r in replies.items()}
 
@@ -219,68 +188,57 @@ class Executor:
                                hint="use OPTIONS (simulation = 'per_user') or 'auto'")
         return available and mode != "per_user"
 
-    def _keyed_source(self) -> str:
-        """The source with each user's key in column POS, the same in every round (see the module docstring)."""
-        t = self._plan.table
-        if t.privacy_unit:
-            return f"(SELECT *, {quote_name(t.privacy_unit)} AS {POS} FROM {t.from_sql})"
-        if not t.identity.stable_rows and t.source_kind != "snapshot":  # the connection snapshots such sources
-            raise InternalError(f"`{t.name}` has no stable row order to key its users by")
-        return f"(SELECT *, row_number() OVER () - 1 AS {POS} FROM {t.from_sql})"
+    def _counter(self, share: Slice) -> Callable[..., Counts]:
+        """Value counts over the aggregate's users ``share``, each (expression, condition) read once per run (and
+        across EVALUATE's runs when the users are everyone, whose counts do not depend on the salt)."""
+        cells, users = self._cells, (share if not share.everyone else None)
 
-    def _round_sql(self, encoding: str, u0: float, u1: float) -> str:
-        p = self._plan
-        pop = population_sql(p.table, p.where_sql, self._keyed_source() if (u0, u1) != (0.0, 1.0) else None)
-        cell = "0"
-        if p.group_by:
-            on = " AND ".join(f"src.{quote_name(g)} IS NOT DISTINCT FROM c.{quote_name(g)}" for g in p.group_by)
-            pop = f"SELECT src.*, c.__cell FROM ({pop}) AS src JOIN {CELLS} AS c ON {on}"
-            cell = "__cell"
-        users = ""
-        if (u0, u1) != (0.0, 1.0):
-            # a fresh partition per statement: the salt is mixed into the key's hash, then hashed again
-            u = f"(hash(xor(hash({POS}), {self._salt}::UBIGINT)) / 18446744073709551616.0)"
-            users = f" WHERE {u} >= {u0!r} AND {u} < {u1!r}"
-        return f"SELECT {cell} AS cell, {encoding} AS x FROM ({pop}) AS pop{users}"
+        def counts(x: E.Expr, where: E.Expr | None = None) -> Counts:
+            key = (x, where, users)
+            if key not in self._counts:
+                self._counts[key] = self.backend.value_counts(self._pop, cells, x, share, where)
+            return self._counts[key]
+        counts.memo = self._counts.setdefault(("memo", users), {})   # an encoding's own state over these users
+        return counts
 
-    def _register_cells(self) -> None:
-        keys = list(zip(*[c.key for c in self._cells])) if self._cells else [[] for _ in self._plan.group_by]
-        cols = {g: pa.array(list(k)) for g, k in zip(self._plan.group_by, keys)}
-        cols["__cell"] = pa.array(range(len(self._cells)), pa.int64())
-        self.duck.register(CELLS, pa.table(cols))
-
-    def _exact(self, sql: str, rounds: dict[int, Round], rng: np.random.Generator, u0: float = 0.0,
-               u1: float = 1.0) -> dict[int, Reply]:
-        enc = next(iter(rounds.values())).encoding
-        hist = self._hist.get(sql)
-        if hist is None and hasattr(enc, "count_cells"):
-            # hook: an encoding that counts its users itself, from the rows (cell, x) of any value expression
-            # of this round's users, with its own queries and the run's cache (ldpql.planner.minimum)
-            hist = enc.count_cells(lambda value: self._round_sql(value, u0, u1),
-                                   lambda q: self.duck.execute(q).fetchall(), list(rounds), self._hist)
-        elif hist is None:  # every cell's histogram: a later batch with the same SQL may hold other cells
-            size = next(iter(rounds.values())).encoding.size
-            rows = self.duck.execute(f"SELECT cell, x, count(*) AS n FROM ({sql}) GROUP BY ALL").fetchnumpy()
-            cell_of, x, n = (np.asarray(rows[k], dtype=np.int64) for k in ("cell", "x", "n"))
-            hist = {}
-            for cell in np.unique(cell_of):
-                h = hist[int(cell)] = np.zeros(size, dtype=np.int64)
-                np.add.at(h, x[cell_of == cell], n[cell_of == cell])
-            self._hist[sql] = hist
+    def _exact(self, group: list[_Task], share: Slice, rng: np.random.Generator) -> dict[int, Reply]:
+        """Every cell's reply from its input histogram: the encoding's counts over the aggregate's users, or over
+        the round's random subset of them (a sub-interval)."""
+        first = group[0].round
+        counter = self._counter(share)
+        if first.users == (0.0, 1.0):
+            hists = self.backend.histograms(first.encoding, counter, [t.cell for t in group])
+        else:
+            hists = {t.cell: self._sliced(t, counter).counts(t.round.encoding, t.round.users) for t in group}
         out = {}
-        for cell, r in rounds.items():
-            h = hist.get(cell, np.zeros(r.encoding.size, dtype=np.int64))
-            out[cell] = Reply(r.randomizer.sample_aggregate(h, rng), int(h.sum()))
+        for t in group:
+            r = t.round
+            h = hists.get(t.cell)
+            h = np.zeros(r.encoding.size, dtype=np.int64) if h is None else h
+            out[t.cell] = Reply(r.randomizer.sample_aggregate(h, rng), int(h.sum()))
         return out
 
-    def _per_user(self, sql: str, rounds: dict[int, Round], rng: np.random.Generator, label: str,
+    def _sliced(self, t: _Task, counter: Callable[..., Counts]) -> SlicedUsers:
+        """The users of task ``t`` (one aggregate on one cell) as one value-count table, from which each
+        sub-interval round draws its users without replacement (disjoint rounds reach disjoint users)."""
+        base = t.round.encoding.base
+        users = self._users.get((t.agg, t.cell))
+        if users is None:
+            values, counts = counter(base).get(t.cell, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            rng = self._users_rng or np.random.default_rng(np.random.SeedSequence(self._entropy,
+                                                                                  spawn_key=(t.agg, t.cell, 1 << 20)))
+            users = self._users[(t.agg, t.cell)] = SlicedUsers(base, values, counts, rng, self._exact_positions)
+        elif users.base != base:   # another base for the same users would need their joint counts
+            raise InternalError("a protocol asked sub-intervals of its users about two different encodings")
+        return users
+
+    def _per_user(self, users: Slice, rounds: dict[int, Round], rng: np.random.Generator, label: str,
                   step: int) -> dict[int, Reply]:
-        """Stream ``cell, x`` in Arrow batches and randomize every user, PARTS slices of a batch in parallel.
+        """Stream the users' inputs in batches and randomize every user, PARTS slices of a batch in parallel.
 
         Slice p of every batch draws from its own Generator, spawned from the round's: the draws depend only on
-        the seed, the row order and BATCH_ROWS / PARTS, not on thread timing. A reader thread has DuckDB
-        produce batches (it releases the GIL, and yields them in bursts) into a queue of at most QUEUE_BATCHES;
-        worker threads randomize them (numpy releases the GIL), so memory stays bounded.
+        the seed, the row order and the backend's batch size, not on thread timing. The backend reads ahead in
+        a thread of its own (bounded), and worker threads randomize (numpy releases the GIL).
         """
         seeds = rng.bit_generator.seed_seq.spawn(PARTS)
         gens = [np.random.Generator(np.random.SFC64(s)) for s in seeds]
@@ -288,8 +246,7 @@ class Executor:
         counts = dict.fromkeys(rounds, 0)
         total = sum(self._cells[c].n for c in rounds) or 1
         done = 0
-        only = next(iter(rounds)) if len(rounds) == 1 and not self._plan.group_by else None
-        query = f"SELECT x FROM ({sql})" if only is not None else sql  # one cell: no cell column to stream
+        enc = next(iter(rounds.values())).encoding
 
         def work(part: int, items: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
             return [(c, _randomize_sum(rounds[c].randomizer, xs, gens[part])) for c, xs in items]
@@ -300,29 +257,38 @@ class Executor:
                     sums[c] = s if c not in sums else sums[c] + s
 
         pending = []
-        batches = _ReadAhead(self.duck.sql(query).to_arrow_reader(BATCH_ROWS), QUEUE_BATCHES, self.duck.interrupt)
+        only = next(iter(rounds))
         with ThreadPoolExecutor(max_workers=max(1, min(PARTS, os.cpu_count() or 1))) as pool:
             try:
-                for batch in batches:
-                    if only is not None:
-                        items = [(only, batch.column(0).to_numpy(zero_copy_only=False))]
-                    else:
-                        items = list(_split_by_cell(batch.column(0).to_numpy(zero_copy_only=False),
-                                                    batch.column(1).to_numpy(zero_copy_only=False), rounds))
+                rows = (self._from_counts(enc.expr, users) if self.canonical else
+                        self.backend.batches(self._pop, self._cells, enc.expr, users))
+                for cell_of, xs in rows:
+                    items = [(only, xs)] if cell_of is None else list(_split_by_cell(cell_of, xs, rounds))
                     collect(pending)  # the previous batch: each Generator is used by one slice at a time
-                    pending = [pool.submit(work, p, [(c, xs[len(xs) * p // PARTS:len(xs) * (p + 1) // PARTS])
-                                                     for c, xs in items]) for p in range(PARTS)]
-                    for c, xs in items:
-                        counts[c] += len(xs)
-                    done += len(batch)
+                    pending = [pool.submit(work, p, [(c, x[len(x) * p // PARTS:len(x) * (p + 1) // PARTS])
+                                                     for c, x in items]) for p in range(PARTS)]
+                    for c, x in items:
+                        counts[c] += len(x)
+                    done += len(xs)
                     self._report(f"{label}: round {step + 1} (per user)", done / total)
                 collect(pending)
             finally:
-                batches.close()
                 for f in pending:
                     f.cancel()
         return {c: Reply(sums[c] if c in sums else _randomize_sum(rounds[c].randomizer, np.zeros(0, np.int64),
                                                                   gens[0]), counts[c]) for c in rounds}
+
+    def _from_counts(self, x: E.Expr, users: Slice):
+        """The users' inputs rebuilt from their value counts, cell by cell and value by value: what a seeded run
+        randomizes, so that its answer depends on the data and the seed alone, not on the order in which a
+        backend reads or partitions the rows (the same answer on every backend)."""
+        counts = self.backend.value_counts(self._pop, self._cells, x, users)
+        for cell in sorted(counts):
+            values, n = counts[cell]
+            xs = np.repeat(values, n)
+            for i in range(0, len(xs), CANONICAL_ROWS):
+                part = xs[i:i + CANONICAL_ROWS]
+                yield (np.full(len(part), cell, dtype=np.int64) if self._pop.group_by else None), part
 
     def _report(self, message: str, fraction: float = 0.0) -> None:
         """Tell the progress callback how far the statement is in its planned schedule: rounds done, plus
@@ -343,56 +309,11 @@ def planned_rounds(plan: Plan) -> int:
 
 
 def _batches(pending: list[_Task]) -> dict[tuple, list[_Task]]:
-    """Rounds that can share one DuckDB query: same aggregate, same encoding, same users."""
+    """Rounds that can share one backend read: same aggregate, same encoding, same users."""
     out: dict[tuple, list[_Task]] = {}
     for t in pending:
-        out.setdefault((t.agg, t.round.encoding.sql, t.round.users), []).append(t)
+        out.setdefault((t.agg, t.round.encoding.expr, t.round.users), []).append(t)
     return out
-
-
-class _ReadAhead:
-    """Iterate over an Arrow reader's batches while a thread reads up to ``depth`` batches ahead: DuckDB
-    releases the GIL while it works and yields batches in bursts, so reading overlaps the randomizers."""
-
-    def __init__(self, reader, depth: int, interrupt: Callable[[], None]):
-        self._queue: queue.Queue = queue.Queue(depth)
-        self._stop, self._interrupt, self._ended = threading.Event(), interrupt, False
-        self._thread = threading.Thread(target=self._read, args=(reader,), name="ldpql-reader", daemon=True)
-        self._thread.start()
-
-    def _read(self, reader) -> None:
-        last: object = None
-        try:
-            for batch in reader:
-                if not self._put(batch):
-                    return
-        except BaseException as e:  # noqa: BLE001  (handed to the consuming thread, which raises it)
-            last = e
-        self._put(last)
-
-    def _put(self, item) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def __iter__(self):
-        while (item := self._queue.get()) is not None:
-            if isinstance(item, BaseException):
-                self._ended = True
-                raise item
-            yield item
-        self._ended = True
-
-    def close(self) -> None:
-        """Wait for the reading thread; if the consumer stopped early, stop it and interrupt DuckDB first."""
-        if not self._ended:
-            self._stop.set()
-            self._interrupt()
-        self._thread.join()
 
 
 def _split_by_cell(cell: np.ndarray, x: np.ndarray, rounds: dict[int, Round]):

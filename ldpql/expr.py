@@ -11,7 +11,7 @@ NULL treatment) and every index is clamped in the expression itself.
 The node types mirror a small SQL subset (columns, literals, arithmetic, comparisons, CASE, a few functions)
 so that both engines compute the same floating-point arithmetic, in the same order, as numpy does for the
 same encoding (the exact-path and per-user tests compare them). The public ``WHERE`` of a statement is a
-grammar AST; :func:`from_ast` turns it into these nodes.
+grammar AST; :func:`ldpql.backends.base.where_expr` turns it into these nodes.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ldpql.grammar import ast
 
 FUNCTIONS = frozenset({"least", "greatest", "round", "floor", "ceil", "isnan", "coalesce", "abs"})
 TYPES = frozenset({"DOUBLE", "BIGINT", "VARCHAR", "BOOLEAN"})   # and a declared temporal type, for TryCast
@@ -159,6 +158,12 @@ def index(x: Expr, size: int) -> Call:
     return clamp(Cast(x, "BIGINT"), 0, size - 1)
 
 
+def bounded_index(x: Expr, top: int) -> Cast:
+    """A whole-number DOUBLE that may be huge or infinite, clamped to [0, top] *before* the BIGINT cast (which
+    would fail on it otherwise)."""
+    return Cast(clamp(x, 0, top), "BIGINT")
+
+
 def threshold(x: Expr, cut: int) -> Case:
     """The bit ``x <= cut`` as 1/0."""
     return Case(op("<=", x, cut), Literal(1), Literal(0))
@@ -175,28 +180,3 @@ def mixed_radix(parts: list[tuple[Expr, int]]) -> Expr:
     for x, size in parts[1:]:
         out = op("+", op("*", out, size), x)
     return out
-
-
-# ---- the public WHERE ----------------------------------------------------------------------------------------
-
-def from_ast(e: ast.Expr) -> Expr:
-    """A grammar expression (the statement's public WHERE) as an Expr; AND/OR chains stay flat."""
-    if isinstance(e, ast.BoolOp):
-        return Logic(e.op, tuple(from_ast(x) for x in ast.operands(e)))
-    if isinstance(e, ast.ColumnRef):
-        return Column(e.name)
-    if isinstance(e, ast.Literal):
-        return Literal(e.value)
-    if isinstance(e, ast.Comparison):
-        return BinOp("<>" if e.op == "!=" else e.op, from_ast(e.left), from_ast(e.right))
-    if isinstance(e, ast.Not):
-        return Not(from_ast(e.operand))
-    if isinstance(e, ast.IsNull):
-        return IsNull(from_ast(e.operand), e.negated)
-    if isinstance(e, ast.InList):
-        return In(from_ast(e.operand), tuple(from_ast(v) for v in e.values), e.negated)
-    if isinstance(e, ast.Between):
-        inside = Logic("AND", (BinOp(">=", from_ast(e.operand), from_ast(e.low)),
-                               BinOp("<=", from_ast(e.operand), from_ast(e.high))))
-        return Not(inside) if e.negated else inside
-    raise TypeError(f"not an expression: {e!r}")

@@ -19,12 +19,14 @@ FORBIDDEN = {
     "ldpql.grammar": ("ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.ledger", "ldpql.connection",
                       "ldpql.catalog"),
     "ldpql.mechanisms": ("ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.connection", "ldpql.catalog",
-                         "ldpql.grammar", "duckdb"),
-    "ldpql.planner": ("ldpql.executor", "ldpql.ledger", "ldpql.connection", "ldpql.cli", "ldpql.repl", "duckdb"),
+                         "ldpql.grammar", "ldpql.backends", "duckdb"),
+    "ldpql.planner": ("ldpql.executor", "ldpql.ledger", "ldpql.connection", "ldpql.cli", "ldpql.repl", "ldpql.backends",
+                      "duckdb"),
+    "ldpql.expr": ("ldpql.grammar", "ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.backends", "duckdb"),
+    "ldpql.executor": ("ldpql.connection", "ldpql.ledger", "ldpql.cli", "ldpql.repl", "duckdb"),
     "ldpql.catalog": ("ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.connection"),
     "ldpql.sources": ("ldpql.planner", "ldpql.executor", "ldpql.mechanisms", "ldpql.connection", "ldpql.catalog",
                       "ldpql.ledger"),
-    "ldpql.executor": ("ldpql.connection", "ldpql.ledger", "ldpql.cli", "ldpql.repl"),
     "ldpql.cli": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog",
                   "ldpql.audit", "ldpql.reporting"),
     "ldpql.repl": ("ldpql.mechanisms", "ldpql.planner", "ldpql.executor", "ldpql.ledger", "ldpql.catalog",
@@ -100,3 +102,16 @@ def test_functions_stay_short():
     sizes = sorted(n for n, _ in lengths)
     assert statistics.median(sizes) <= 15 and sizes[int(0.9 * len(sizes))] <= 50
     assert not [f for n, f in lengths if n > 80]
+
+
+def test_no_sql_in_mechanisms_or_planner():
+    """The backend seam (DESIGN §4.2): encodings are ldpql.expr values; SQL text is written by backends only."""
+    import re
+    pattern = re.compile(r"SELECT|FROM|CAST")
+    found = []
+    for sub in ("mechanisms", "planner"):
+        for path in sorted((PACKAGE / sub).rglob("*.py")):
+            for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if pattern.search(line):
+                    found.append(f"{path.relative_to(PACKAGE)}:{no}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ldpql import expr as E
 from ldpql.catalog import Table
+from ldpql.grammar import ast
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Backend(ABC):
     through the expressions it is given, and raises only :class:`ldpql.ExecuteError` (with no data in it)."""
 
     name: str = "backend"
+    errors: tuple[type[BaseException], ...] = ()   # the engine's own errors, which the driver reports as ExecuteError
 
     @abstractmethod
     def cells(self, pop: Population) -> list[Cell]:
@@ -86,8 +88,38 @@ class Backend(ABC):
         """The users' ``x`` in row batches of bounded size: (cell index per row, or None without GROUP BY; x),
         in the source's row order."""
 
+    def histograms(self, encoding, counts, cells: list[int]) -> dict[int, np.ndarray]:
+        """Every cell's input histogram of one exact round over all of the aggregate's users: the encoding's own
+        reading of the value counts ``counts(expr)`` (an in-memory backend may answer otherwise)."""
+        return encoding.histograms(counts, cells)
+
     def interrupt(self) -> None:
         """Stop a running read (another thread calls this when the consumer stops early)."""
+
+
+# ---- the public WHERE --------------------------------------------------------------------------------------------
+
+def where_expr(e: ast.Expr) -> E.Expr:
+    """A grammar expression (the statement's public WHERE) as an Expr; AND/OR chains stay flat."""
+    if isinstance(e, ast.BoolOp):
+        return E.Logic(e.op, tuple(where_expr(x) for x in ast.operands(e)))
+    if isinstance(e, ast.ColumnRef):
+        return E.Column(e.name)
+    if isinstance(e, ast.Literal):
+        return E.Literal(e.value)
+    if isinstance(e, ast.Comparison):
+        return E.BinOp("<>" if e.op == "!=" else e.op, where_expr(e.left), where_expr(e.right))
+    if isinstance(e, ast.Not):
+        return E.Not(where_expr(e.operand))
+    if isinstance(e, ast.IsNull):
+        return E.IsNull(where_expr(e.operand), e.negated)
+    if isinstance(e, ast.InList):
+        return E.In(where_expr(e.operand), tuple(where_expr(v) for v in e.values), e.negated)
+    if isinstance(e, ast.Between):
+        inside = E.Logic("AND", (E.BinOp(">=", where_expr(e.operand), where_expr(e.low)),
+                               E.BinOp("<=", where_expr(e.operand), where_expr(e.high))))
+        return E.Not(inside) if e.negated else inside
+    raise TypeError(f"not an expression: {e!r}")
 
 
 # ---- the portable user slice -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ flat, so a WHERE of thousands of ORs is one level, and the parser caps every oth
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ldpql import expr as E
@@ -33,6 +34,8 @@ class Dialect:
             return "TRUE" if v else "FALSE"
         if isinstance(v, str):
             return self.string(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"CAST('{v}' AS DOUBLE)"
         return repr(v)
 
     # binary operators spelled as functions: integer division, exclusive or, shift right

@@ -16,7 +16,7 @@ import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, ClassVar, Generator, Iterable
+from typing import Any, Callable, ClassVar, Generator, Iterable
 
 import numpy as np
 
@@ -190,11 +190,34 @@ class HitRates:
 
 @dataclass(frozen=True)
 class Encoding:
-    """How a user turns its row into the randomizer's input: a DuckDB expression, and its input size."""
+    """How a user turns its row into the randomizer's input: ``expr`` (an :mod:`ldpql.expr` expression of the
+    row, which a backend renders) and the input size (None for a value in [-1, 1]).
 
-    sql: str
+    ``base`` is what a backend counts to answer the round on the exact path: the encoding itself, or (for
+    encodings that are a function of a coarser one, like a threshold bit of a coin) that coarser expression,
+    so that one read answers every round over it; :meth:`inputs` maps base values to inputs.
+    """
+
+    expr: Any
     size: int | None = None
     label: str = ""
+
+    @property
+    def base(self) -> Any:
+        return self.expr
+
+    def inputs(self, values: np.ndarray) -> np.ndarray:
+        """The randomizer's input of every base value."""
+        return np.asarray(values).astype(np.int64)
+
+    def histograms(self, counts: Callable, cells: list[int]) -> dict[int, np.ndarray]:
+        """Every cell's input histogram from ``counts(expr)``, the backend's value counts per cell of an
+        expression over the round's users (read once per run and shared by every encoding with this base)."""
+        out = {}
+        for cell, (values, n) in counts(self.base).items():
+            if cell in cells:
+                out[cell] = np.bincount(self.inputs(values), weights=n, minlength=self.size).astype(np.int64)
+        return out
 
 
 @dataclass(frozen=True)

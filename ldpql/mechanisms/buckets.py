@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldpql import expr as E
 from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Round
 
 
@@ -55,15 +56,15 @@ class Buckets:
         return self.lower(np.asarray(k) + 1) - (1 if self.integer else 0)
 
     def index(self, x: np.ndarray) -> np.ndarray:
-        """Every (clamped) value's bucket, as :meth:`sql` computes it."""
+        """Every (clamped) value's bucket, as :meth:`expr` computes it."""
         k = np.floor((np.asarray(x, dtype=float) - self.low) * self.size / self.span)
         return np.clip(k, 0, self.size - 1).astype(np.int64)
 
-    def sql(self, clamped: str, negate: bool = False) -> str:
-        """DuckDB expression: the bucket of the clamped value ``clamped`` (counted from the top when ``negate``)."""
-        k = f"least(greatest(CAST(floor(({clamped} - ({self.low!r})) * {self.size} / {self.span!r}) AS BIGINT), 0), " \
-            f"{self.size - 1})"
-        return f"({self.size - 1} - {k})" if negate else k
+    def expr(self, clamped: E.Expr, negate: bool = False) -> E.Expr:
+        """The bucket of the clamped value ``clamped`` (counted from the top when ``negate``), as an expression."""
+        k = E.index(E.call("floor", E.op("/", E.op("*", E.op("-", clamped, self.low), self.size), self.span)),
+                    self.size)
+        return E.op("-", self.size - 1, k) if negate else k
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,6 @@ from ldpql.mechanisms.base import (
     Randomizer,
     Reply,
     Round,
-    add_virtual,
     check_epsilon,
     grid_ceil,
     log_exact,
@@ -423,19 +422,6 @@ def search(n: int, plan: Schedule, low: float, high: float, encode: Encoder, neg
                 f"{'bottom' if negate else 'top'}"
     return Estimate(np.array([-value if negate else value]), np.full(1, np.nan), note=note, extra=extra,
                     interval=interval, interval_confidence=conf)
-
-
-def drive(protocol: Protocol, histogram: Callable[[Encoding], np.ndarray], rng: np.random.Generator) -> Estimate:
-    """Run a protocol without DuckDB: each round's reply is drawn by its randomizer's exact aggregate from
-    ``histogram(encoding)``, the true count of users per encoded value (the executor's exact path, in numpy)."""
-    try:
-        rnd = next(protocol)
-        while True:
-            counts = histogram(rnd.encoding)
-            reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(np.sum(counts)))
-            rnd = protocol.send(add_virtual(rnd, reply, rng))
-    except StopIteration as stop:
-        return stop.value
 
 
 # ---- the naive baseline: Laplace noise once, minimum of the noisy values (spec §2.6) --------------------------

@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Reply, Round, add_virtual
+from ldpql import expr as E
+from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Reply, Round
 from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.rr import RandomizedResponse, keep_probability
 
@@ -44,9 +45,18 @@ _ONE.flags.writeable = _ZERO.flags.writeable = False
 
 @dataclass(frozen=True)
 class ThresholdEncoding(Encoding):
-    """``1[bucket(x) <= coin]``: what a user computes for one noisy-binary-search question."""
+    """``1[bucket(x) <= coin]``: what a user computes for one noisy-binary-search question. Its base is the
+    coin itself, so one read of the coins' counts answers every threshold."""
 
     coin: int = 0
+    bucket: Any = None
+
+    @property
+    def base(self) -> Any:
+        return self.bucket
+
+    def inputs(self, values: np.ndarray) -> np.ndarray:
+        return (np.asarray(values) <= self.coin).astype(np.int64)
 
     def counts(self, coins: np.ndarray) -> np.ndarray:
         """Input histogram (users answering 0, users answering 1) of users holding ``coins``."""
@@ -62,9 +72,18 @@ class ThresholdEncoding(Encoding):
 
 @dataclass(frozen=True)
 class LevelEncoding(Encoding):
-    """``bucket(x) // width``: the node of a b-adic tree level (``size`` nodes) holding the user's value."""
+    """``bucket(x) // width``: the node of a b-adic tree level (``size`` nodes) holding the user's value; its
+    base is the coin."""
 
     width: int = 1
+    bucket: Any = None
+
+    @property
+    def base(self) -> Any:
+        return self.bucket
+
+    def inputs(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values).astype(np.int64) // self.width
 
     def counts(self, coins: np.ndarray) -> np.ndarray:
         return np.bincount(coins // self.width, minlength=self.size).astype(np.int64)
@@ -75,28 +94,28 @@ class LevelEncoding(Encoding):
 
 @dataclass(frozen=True)
 class CoinSpace:
-    """The K coins of a quantile query and the SQL that maps a user's row to its coin (bucket) index.
+    """The K coins of a quantile query and the expression that maps a user's row to its coin (bucket) index.
 
-    ``bucket_sql`` is a DuckDB expression with values 0..size-1 (the planner builds it from the declared
-    domain); coin k stands for the values [low + k*step, low + (k+1)*step) and is reported as
+    ``bucket`` is an :mod:`ldpql.expr` expression with values 0..size-1 (the planner builds it from the
+    declared domain); coin k stands for the values [low + k*step, low + (k+1)*step) and is reported as
     ``low + k*step + offset`` (the value itself for one coin per integer, a bucket's midpoint otherwise).
     """
 
     size: int
-    bucket_sql: str = "x"
+    bucket: Any = E.Column("x")
     low: float = 0.0
     step: float = 1.0
     integer: bool = True
     offset: float = 0.0
 
     def threshold(self, coin: int) -> ThresholdEncoding:
-        return ThresholdEncoding(f"CASE WHEN {self.bucket_sql} <= {int(coin)} THEN 1 ELSE 0 END", 2,
-                                 f"x <= coin {coin}", coin=int(coin))
+        return ThresholdEncoding(E.threshold(self.bucket, int(coin)), 2, f"x <= coin {coin}", coin=int(coin),
+                                 bucket=self.bucket)
 
     def level(self, width: int) -> LevelEncoding:
         nodes = -(-self.size // width)
-        return LevelEncoding(f"CAST(({self.bucket_sql}) // {int(width)} AS BIGINT)", nodes, f"node of width {width}",
-                             width=int(width))
+        return LevelEncoding(E.op("//", self.bucket, int(width)), nodes, f"node of width {width}",
+                             width=int(width), bucket=self.bucket)
 
     def value(self, coin: float) -> float:
         """The reported value of coin ``coin``."""
@@ -673,74 +692,3 @@ def several(parts: list[tuple[float, Callable[[int], Protocol], tuple[float, flo
         answers[tau] = yield from _remap(factory(share_users(n, share)), share)
     values = np.array([float(a.values[0]) for a in answers.values()])
     return Estimate(values, np.full(len(values), math.nan), extra={"answers": answers})
-
-
-# ---- running a protocol over in-memory data (the numpy driver) ---------------------------------------------
-
-class _Users:
-    """The users of a simulated run in a uniformly random order. With ``exact`` positions user i sits at
-    (i + 0.5)/n, so a round's interval [u0, u1) holds exactly round(n·(u1 - u0)) users (the paper's batch
-    sizes); otherwise each user has a uniform random position, like the executor's hash, so an interval holds
-    a binomial number of users (the paper's random choice of a hierarchical level per user). Disjoint
-    intervals always reach disjoint users.
-
-    Small populations keep the permuted coin values; large ones (``hist``) keep the histogram of users not yet
-    asked and draw each interval's users as a multivariate hypergeometric sample, which has the same
-    distribution as the users at those positions of a random permutation.
-    """
-
-    def __init__(self, coins: np.ndarray | None, hist: np.ndarray | None, rng: np.random.Generator,
-                 exact: bool = True):
-        self.rng = rng
-        if hist is None:
-            self.values, self.n = rng.permutation(coins), len(coins)
-        else:
-            self.full = np.asarray(hist, dtype=np.int64).copy()
-            # only the coins some user holds are drawn from (a coin nobody holds is never drawn): large domains
-            # with sparse data cost their support, not their size
-            self.support = np.flatnonzero(self.full)
-            self.values, self.left, self.n = None, self.full[self.support].copy(), int(np.sum(hist))
-            self.taken = []
-        self.positions = None if exact else np.sort(rng.random(self.n))
-
-    def _span(self, users: tuple[float, float]) -> tuple[int, int]:
-        if self.positions is not None:
-            return tuple(int(i) for i in np.searchsorted(self.positions, users, side="left"))
-        return (max(0, math.ceil(users[0] * self.n - 0.5)), max(0, math.ceil(users[1] * self.n - 0.5)))
-
-    def counts(self, encoding, users: tuple[float, float]) -> np.ndarray:
-        i0, i1 = self._span(users)
-        if self.values is not None:
-            return encoding.counts(self.values[i0:i1])
-        if (i0, i1) == (0, self.n):
-            return encoding.counts_from_histogram(self.full)
-        if any(a < i1 and i0 < b for a, b in self.taken):
-            raise ValueError("simulated rounds overlap: a user would answer twice")
-        self.taken.append((i0, i1))
-        m = i1 - i0
-        if len(self.left) <= 2048:
-            drawn = self.rng.multivariate_hypergeometric(self.left, m, method="marginals")
-        else:   # many distinct coins: draw m of the remaining users by index (the same law, O(m log K) not O(K))
-            picks = self.rng.choice(int(self.left.sum()), m, replace=False)
-            drawn = np.bincount(np.searchsorted(np.cumsum(self.left), picks, side="right"), minlength=len(self.left))
-        self.left -= drawn
-        full = np.zeros(len(self.full), dtype=np.int64)
-        full[self.support] = drawn
-        return encoding.counts_from_histogram(full)
-
-
-def simulate(protocol: Protocol, rng: np.random.Generator, coins: np.ndarray | None = None,
-             hist: np.ndarray | None = None, exact_positions: bool = True) -> Estimate:
-    """Run ``protocol`` over users holding ``coins`` (or with coin histogram ``hist``), answering every round
-    exactly like the executor's exact-aggregate path: the round's users' input histogram, then the
-    randomizer's ``sample_aggregate``. ``exact_positions=False`` places users at random positions, as the
-    executor's hash does (see :class:`_Users`). Used by the reproduction and the statistical tests."""
-    users = _Users(coins, hist, rng, exact_positions)
-    try:
-        rnd = next(protocol)
-        while True:
-            counts = users.counts(rnd.encoding, rnd.users)
-            reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum()))
-            rnd = protocol.send(add_virtual(rnd, reply, rng))
-    except StopIteration as stop:
-        return stop.value

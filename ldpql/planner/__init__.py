@@ -489,12 +489,12 @@ RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, n
 
 def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",
          evaluation: bool = False) -> Plan:
-    """Plan a SELECT over ``table`` from public facts only; ``str(result)`` is its EXPLAIN text. With
+    """Plan a query over ``table`` from public facts only; ``str(result)`` is its EXPLAIN text. With
     ``ACCURACY ±a`` the ε is the smallest whose predicted error is within ±a (:mod:`ldpql.planner.accuracy`)."""
     text = text or select.sql()
     if select.sweep:
         raise _error(PlanError, "EPSILON IN (...) compares predictions and runs nothing, so it needs EXPLAIN", text,
-                     select.sweep[0], hint="write EXPLAIN SELECT ... EPSILON IN (0.5, 1, 2, 4), then run the statement "
+                     select.sweep[0], hint="EXPLAIN the statement with EPSILON IN (0.5, 1, 2, 4), then run the statement "
                      "with the EPSILON (or ACCURACY) you choose")
     accuracy.refuse_stray_accuracy(select, text)
     if select.accuracy is None:

@@ -1,4 +1,4 @@
-"""Accuracy-first planning: ``SELECT … ACCURACY ±a`` and ``EXPLAIN SELECT … EPSILON IN (e1, e2, …)``.
+"""Accuracy-first planning: ``… ACCURACY ±a`` and ``EXPLAIN … EPSILON IN (e1, e2, …)``.
 
 The planner predicts every aggregate's error at a given ε from public facts only. ACCURACY turns the question
 round: the statement's total ε becomes the unknown, and the planner itself (its split rule and mechanism

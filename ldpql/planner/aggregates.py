@@ -13,10 +13,10 @@ from typing import Callable
 
 import numpy as np
 
+from ldpql import expr as E
 from ldpql.catalog import BooleanDomain, NumericDomain, Table, type_kind
 from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
-from ldpql.grammar.ast import quote_name, quote_string
 from ldpql.mechanisms import Encoding, Identity, Randomizer, one_round
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.hybrid import Hybrid
@@ -36,7 +36,7 @@ class AggregateSpec:
     resolve: Callable[..., Target]
     candidates: Callable[[Target], list[Candidate]]
     named_args: dict[str, str] = field(default_factory=dict)   # its own named arguments -> what each takes
-    # resolve(call, table, text) by default; a statement-aware family also gets select= (the SELECT) and
+    # resolve(call, table, text) by default; a statement-aware family also gets select= (the statement) and
     # options= (the statement's OPTIONS over the session's SET values, already checked)
     statement_aware: bool = False
 
@@ -116,7 +116,7 @@ def resolve_mean(call: ast.Call, table: Table, text: str) -> Target:
         raise _err(PlanError, f"{call.name.upper()} needs a numeric column; `{col.name}` is categorical", ref,
                    text, hint="use LDP_HISTOGRAM for categories")
     half, mid = (dom.high - dom.low) / 2, (dom.high + dom.low) / 2
-    enc = Encoding(f"(({dom.clamped_sql(col.name)}) - {mid!r}) / {half!r}", None, col.name)
+    enc = Encoding(dom.scaled(col.name), None, col.name)
     return Target(col.name, enc, dom.describe(), None, col.name, affine=(half, mid))
 
 
@@ -159,12 +159,12 @@ def resolve_count(call: ast.Call, table: Table, text: str) -> Target:
     arg = call.args[0]
     for ref in ast.columns_of(arg):
         table.column(ref.name, ref.pos, text)
-    sql = f"CASE WHEN {Condition(table, text).render(arg)} THEN 1 ELSE 0 END"
-    return Target(None, Encoding(sql, 2, arg.sql()), f"condition {arg.sql()}; NULL counts as false", None, "users")
+    enc = E.indicator(Condition(table, text).render(arg))
+    return Target(None, Encoding(enc, 2, arg.sql()), f"condition {arg.sql()}; NULL counts as false", None, "users")
 
 
 # What each kind of value is compared as. A condition is rendered so that no row can make it raise: operands are
-# type-checked against the declared schema (public) at plan time, and each column is read with TRY_CAST into
+# type-checked against the declared schema (public) at plan time, and each column is read with a try-cast (TryCast) into
 # its kind's type, so a value that does not convert is NULL (the condition is then false for that user) instead
 # of a DuckDB conversion error that would quote the private value.
 _KIND_TYPE = {"integer": "DOUBLE", "numeric": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN"}
@@ -178,34 +178,34 @@ class Condition:
     def __init__(self, table: Table, text: str):
         self.table, self.text = table, text
 
-    def render(self, e: ast.Expr) -> str:
-        """DuckDB SQL of a boolean condition that never raises on any row; PlanError when the types do not fit."""
+    def render(self, e: ast.Expr) -> E.Expr:
+        """A boolean condition that never raises on any row; PlanError when the types do not fit."""
         if isinstance(e, ast.BoolOp):
-            return f"({self.render(e.left)} {e.op} {self.render(e.right)})"
+            return E.Logic(e.op, (self.render(e.left), self.render(e.right)))
         if isinstance(e, ast.Not):
-            return f"(NOT {self.render(e.operand)})"
+            return E.Not(self.render(e.operand))
         if isinstance(e, ast.IsNull):
-            return f"({self.operand(e.operand, None)[0]} IS {'NOT ' if e.negated else ''}NULL)"
+            return E.IsNull(self.operand(e.operand, None)[0], e.negated)
         if isinstance(e, (ast.Comparison, ast.InList, ast.Between)):
             return self.predicate(e)
-        sql, kind = self.operand(e, None)
+        x, kind = self.operand(e, None)
         if kind not in ("boolean", None):
             raise _err(PlanError, f"LDP_COUNT needs a condition; {_what(e)} is {_KIND_TEXT.get(kind, kind)}", e,
                        self.text, width=len(e.sql()), hint=f"write a condition such as {e.sql()} > 0")
-        return sql
+        return x
 
-    def predicate(self, e: ast.Comparison | ast.InList | ast.Between) -> str:
+    def predicate(self, e: ast.Comparison | ast.InList | ast.Between) -> E.Expr:
         if isinstance(e, ast.Comparison):
-            sides = self.fit(e.left, e.right)
-            return f"({sides[0]} {e.op} {sides[1]})"
+            left, right = self.fit(e.left, e.right)
+            return E.BinOp("<>" if e.op == "!=" else e.op, left, right)
         others = e.values if isinstance(e, ast.InList) else (e.low, e.high)
         parts = self.fit(e.operand, *others)
-        neg = "NOT " if e.negated else ""
         if isinstance(e, ast.InList):
-            return f"({parts[0]} {neg}IN ({', '.join(parts[1:])}))"
-        return f"({parts[0]} {neg}BETWEEN {parts[1]} AND {parts[2]})"
+            return E.In(parts[0], tuple(parts[1:]), e.negated)
+        inside = E.Logic("AND", (E.BinOp(">=", parts[0], parts[1]), E.BinOp("<=", parts[0], parts[2])))
+        return E.Not(inside) if e.negated else inside
 
-    def fit(self, *operands: ast.Expr) -> list[str]:
+    def fit(self, *operands: ast.Expr) -> list[E.Expr]:
         """The operands of one comparison, rendered in one common kind; PlanError when their kinds differ."""
         typed = [self.operand(o, None) for o in operands]
         kinds = {_family(k) for _, k in typed if k is not None}
@@ -216,10 +216,10 @@ class Condition:
             return [self.operand(o, dtype)[0] for o in operands]
         if len(kinds) > 1:
             raise self._mismatch(operands, typed)
-        return [sql for sql, _ in typed]
+        return [x for x, _ in typed]
 
-    def operand(self, e: ast.Expr, as_type: str | None) -> tuple[str, str | None]:
-        """(SQL, kind) of one operand; kind None for NULL. ``as_type`` converts a string literal (dates)."""
+    def operand(self, e: ast.Expr, as_type: str | None) -> tuple[E.Expr, str | None]:
+        """(expression, kind) of one operand; kind None for NULL. ``as_type`` converts a string literal (dates)."""
         if isinstance(e, ast.Literal):
             return _literal(e, as_type)
         if isinstance(e, ast.ColumnRef):
@@ -228,9 +228,8 @@ class Condition:
             if kind == "other":
                 raise _err(PlanError, f"`{col.name}` is {col.dtype}; LDP_COUNT conditions compare numbers, strings, "
                            "booleans and dates", e, self.text, width=len(e.name),
-                           hint="convert it in the FROM (SELECT ...) query that declares the table")
-            cast = _KIND_TYPE.get(kind, col.dtype)
-            return f"TRY_CAST({quote_name(col.name)} AS {cast})", kind
+                           hint="convert it in a query source, and declare the table over that query")
+            return E.TryCast(E.Column(col.name), _KIND_TYPE.get(kind, col.dtype)), kind
         return self.render(e), "boolean"
 
     def _mismatch(self, operands, typed) -> PlanError:
@@ -255,15 +254,15 @@ def _what(e: ast.Expr) -> str:
     return f"the condition {e.sql()}"
 
 
-def _literal(e: ast.Literal, as_type: str | None) -> tuple[str, str | None]:
+def _literal(e: ast.Literal, as_type: str | None) -> tuple[E.Expr, str | None]:
     v = e.value
     if v is None:
-        return "NULL", None
+        return E.Literal(None), None
     if isinstance(v, bool):
-        return ("TRUE" if v else "FALSE"), "boolean"
+        return E.Literal(v), "boolean"
     if isinstance(v, str):
-        return (f"TRY_CAST({quote_string(v)} AS {as_type})" if as_type else quote_string(v)), "string"
-    return f"CAST({quote_string(repr(float(v)))} AS DOUBLE)", "numeric"
+        return (E.TryCast(E.Literal(v), as_type) if as_type else E.Literal(v)), "string"
+    return E.double(v), "numeric"
 
 
 def count_candidates(target: Target) -> list[Candidate]:

@@ -32,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from ldpql import expr as E
 from ldpql.catalog import OTHER, BooleanDomain, CategoricalDomain, NumericDomain, Table
 from ldpql.errors import PlanError
 from ldpql.grammar import ast
@@ -269,13 +270,13 @@ def _categories(col, ref, text: str) -> tuple[Encoding, tuple, str]:
     dom = col.domain
     if isinstance(dom, (CategoricalDomain, BooleanDomain)):
         labels = dom.labels if isinstance(dom, CategoricalDomain) else (False, True)
-        return Encoding(dom.index_sql(col.name), dom.size, col.name), labels, dom.describe()
+        return Encoding(dom.index(col.name), dom.size, col.name), labels, dom.describe()
     if isinstance(dom, NumericDomain) and dom.integer:
         if dom.size > MAX_HISTOGRAM_SIZE:
             raise _err(PlanError, f"`{col.name}` has {dom.size:,} values, too many bins for a histogram", ref,
-                       text, hint=f"at most {MAX_HISTOGRAM_SIZE:,}; pre-bucket the column in a FROM (SELECT ...)")
+                       text, hint=f"at most {MAX_HISTOGRAM_SIZE:,}; pre-bucket the column in the query that declares the table")
         labels = tuple(int(dom.low) + i for i in range(dom.size))
-        return Encoding(dom.index_sql(col.name), dom.size, col.name), labels, f"{dom.describe()}; {dom.size:,} values"
+        return Encoding(dom.index(col.name), dom.size, col.name), labels, f"{dom.describe()}; {dom.size:,} values"
     if isinstance(dom, NumericDomain):
         raise _err(PlanError, f"`{col.name}` is continuous (BETWEEN without INTEGER); a histogram needs "
                    "categories", ref, text, hint="declare it INTEGER BETWEEN lo AND hi, or IN (...)")
@@ -307,7 +308,7 @@ def _named_options(call: ast.Call, d: int, text: str) -> dict:
 
 def _release_key(call: ast.Call, col: str, enc: Encoding) -> tuple:
     args = tuple(sorted((a.name, str(a.value.value).lower()) for a in call.named if a.name in RELEASE_ARGS))
-    return ("frequency oracle", col.lower(), enc.sql, enc.size) + args
+    return ("frequency oracle", col.lower(), enc.expr, enc.size) + args
 
 
 def _target(call: ast.Call, table: Table, text: str, ref: ast.ColumnRef) -> tuple[FrequencyTarget, tuple]:
@@ -354,10 +355,7 @@ def _resolve_joint(call: ast.Call, table: Table, text: str) -> Target:
     if size > MAX_HISTOGRAM_SIZE:
         raise _err(PlanError, f"the joint domain of {', '.join(names)} has {size:,} values, too many bins", call, text,
                    hint=f"at most {MAX_HISTOGRAM_SIZE:,}; use fewer columns or coarser domains")
-    sql = str(parts[0][0].sql)
-    for enc, _, _ in parts[1:]:
-        sql = f"(({sql}) * {enc.size} + ({enc.sql}))"
-    enc = Encoding(sql, size, "_".join(names))
+    enc = Encoding(E.mixed_radix([(enc.expr, enc.size) for enc, _, _ in parts]), size, "_".join(names))
     labels = tuple(", ".join(map(str, combo)) for combo in itertools.product(*(labels for _, labels, _ in parts)))
     target = FrequencyTarget("_".join(names), enc, " × ".join(f"{n} {t}" for n, (_, _, t) in zip(names, parts)) +
                              f"; joint domain of {size:,} values", labels, UNIT,

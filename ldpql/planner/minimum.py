@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldpql import expr as E
 from ldpql.catalog import Column, NumericDomain, Table
 from ldpql.errors import InternalError, PlanError
 from ldpql.grammar import ast
-from ldpql.grammar.ast import quote_name
 from ldpql.mechanisms import Encoding
 from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.mechanisms.buckets import BucketPlan, Buckets, bucket_search, plan_buckets
@@ -93,9 +93,9 @@ def resolve_extreme(call: ast.Call, table: Table, text: str, select: ast.Select 
                    width=len(col.name), hint="declare it BETWEEN lo AND hi, or use LDP_HISTOGRAM for categories")
     options = options or {}
     half, mid = (dom.high - dom.low) / 2, (dom.high + dom.low) / 2
-    scaled = f"(({dom.clamped_sql(col.name)}) - {mid!r}) / {half!r}"
+    scaled = dom.scaled(col.name)
     kind = "max" if name == "LDP_MAX" else "min"
-    laplace = Encoding(f"-({scaled})" if kind == "max" else scaled, None, col.name)
+    laplace = Encoding(_negated(scaled) if kind == "max" else scaled, None, col.name)
     limits = [r for r in (table.rounds, _option(options, "rounds")) if r]
     return ExtremeTarget(col.name, laplace, dom.describe(), None, col.name, affine=(half, mid), kind=kind,
                          column_def=col, domain=dom, alpha=_alpha(call, text), force=bool(_option(options, "force")),
@@ -123,106 +123,106 @@ def _option(options: dict, key: str):
     return options.get(key)
 
 
-# ---- the SQL of one round: each user's block in the round's grid ------------------------------------------
+# ---- the encoding of one round: each user's block in the round's grid ---------------------------------------
 
 FETCH_LIMIT = 1 << 20   # users whose lattice indices the exact path may hold in memory for one search
 
 
-def value_sql(col: Column, dom: NumericDomain, negate: bool) -> str:
-    """DuckDB expression: the value the search compares (rounded for an INTEGER domain over a float column, as
-    ``dom.clamped_sql`` does; negated for the maximum), not yet clamped: the lattice index clamps it."""
-    x = f"TRY_CAST({quote_name(col.name)} AS DOUBLE)"   # never raises: a value that does not convert is NULL
+def _negated(x: E.Expr) -> E.Expr:
+    return E.op("*", -1.0, x)   # exact, and NULL stays NULL
+
+
+def value_expr(col: Column, dom: NumericDomain, negate: bool) -> E.Expr:
+    """The value the search compares (rounded for an INTEGER domain over a float column, as ``dom.clamped``
+    does; negated for the maximum), not yet clamped: the lattice index clamps it. NULL where it does not
+    convert (never raises)."""
+    x: E.Expr = E.number(col.name)
     if dom.integer and col.dtype.upper() not in INTEGER_TYPES:
-        x = f"round({x})"
-    return f"(-{x})" if negate else x
+        x = E.call("round", x)
+    return _negated(x) if negate else x
 
 
-def index_sql(v: str, lattice: Lattice) -> str:
-    """DuckDB expression: the lattice index g(v) as a DOUBLE (exact integers below 2^53), like Lattice.index."""
-    return f"least(greatest(ceil(({v} - ({lattice.low!r})) / {lattice.width!r}), 0.0), {float(lattice.top)!r})"
+def index_expr(v: E.Expr, lattice: Lattice) -> E.Expr:
+    """The lattice index g(v) as a DOUBLE (exact integers below 2^53), like Lattice.index."""
+    return E.clamp(E.call("ceil", E.op("/", E.op("-", v, lattice.low), lattice.width)), 0.0, float(lattice.top))
+
+
+def _is_missing(x: E.Expr) -> E.Expr:
+    return E.Logic("OR", (E.IsNull(x), E.call("isnan", x)))
 
 
 @dataclass(frozen=True)
 class SearchEncoding(GridEncoding):
-    """A grid encoding whose users the exact path counts with range filters instead of one CASE per row.
+    """A grid encoding whose users the exact path counts by ranges of the value instead of by block.
 
-    ``sql`` (the per-user path) is each user's block, NULL and NaN taking the block of the domain's NULL value.
-    :meth:`count_cells` (the executor's hook for encodings that count themselves) gives the same histograms
-    from at most two cheap scans for the first grid of a search and one for each later grid, and from memory
-    once the users left in the search interval are few: it keeps, per group, the exact number of users at or
-    below every lattice index it has seen, and grids nest exactly on the lattice."""
+    ``expr`` (the per-user path) is each user's block, NULL and NaN taking the block of the domain's NULL
+    value. :meth:`histograms` gives the same histograms from at most two value-count reads for the first grid
+    of a search and one for each later grid, and from memory once the users left in the search interval are
+    few: it keeps, per group, the exact number of users at or below every lattice index it has seen, and grids
+    nest exactly on the lattice."""
 
-    value: str = ""
+    value: E.Expr = None
     null_index: int = 0
 
-    def count_cells(self, rows, execute, cells, cache) -> dict[int, np.ndarray]:
-        state = cache.setdefault(("ldpql.minimum", rows(self.value)), {})
+    def histograms(self, counts, cells: list[int]) -> dict[int, np.ndarray]:
+        state = counts.memo.setdefault(("ldpql.minimum", self.value), {})
         g = self.grid
         memo = state.setdefault("histograms", {})
         todo = [c for c in cells if (g, c) not in memo and _cumulative(state.get(c), g) is None]
         if todo:
-            self._query(rows, execute, todo, state)
+            self._query(counts, todo, state)
         for c in cells:
             if (g, c) not in memo:
                 memo[(g, c)] = np.diff(np.concatenate([[0], _cumulative(state[c], g), [state[c].total]]))
         return {c: memo[(g, c)] for c in cells}
 
-    def _query(self, rows, execute, cells, state) -> None:
+    def _query(self, counts, cells, state) -> None:
         first = [c for c in cells if c not in state]
         if first:
-            self._first(rows, execute, first, state)
+            self._first(counts, first, state)
         rest = [c for c in cells if c not in first]
         if rest:
-            self._refine(rows, execute, rest, state)
+            self._refine(counts, rest, state)
 
-    def _first(self, rows, execute, cells, state) -> None:
-        """The search's first grid (the whole lattice): one scan, each user's block by arithmetic alone."""
-        g, lat = self.grid, self.grid.lattice
+    def _first(self, counts, cells, state) -> None:
+        """The search's first grid (the whole lattice): one read, each user's block by arithmetic alone."""
+        g, lat, x = self.grid, self.grid.lattice, self.value
         if (g.j0, g.j1) != (0, lat.top):
             raise InternalError("LDP_MIN exact path: a search must start with the whole domain")
         # q = ceil(g/B) (= ceil((v - a)/(W·B)) exactly: B is a power of two), clipped to [0, M]: 0 for v ≤ a,
-        # M for v above the domain. NULL lands on 0 (greatest() skips NULLs) and NaN on M (the largest double):
-        # both are counted apart and moved to the NULL value's index
-        q = f"CAST(least(greatest(ceil((x - ({lat.low!r})) / {lat.width * g.step!r}), 0), {g.size}) AS BIGINT)"
-        blocks = {c: np.zeros(g.size + 1, dtype=np.int64) for c in cells}
-        nulls = dict.fromkeys(cells, 0)
-        for c, k, count, bad in execute(f"SELECT cell, {q}, count(*), count(*) FILTER (x IS NULL OR isnan(x)) FROM "
-                                        f"({rows(self.value)}) AS r WHERE cell IN ({_ids(cells)}) GROUP BY ALL"):
-            blocks[c][int(k)] += int(count) - int(bad)
-            nulls[c] += int(bad)
+        # M for v above the domain; NULL and NaN are counted apart (-1) and moved to the NULL value's index
+        q = E.bounded_index(E.call("ceil", E.op("/", E.op("-", x, lat.low), lat.width * g.step)), g.size)
+        found = counts(E.Case(_is_missing(x), E.Literal(-1), q))
         for c in cells:
-            counts = state[c] = _Counts(int(blocks[c].sum()) + nulls[c], nulls[c], self.null_index)
-            counts.known[0] = int(blocks[c][0]) + counts._nulls(-1, 0)
-            counts.add_blocks(g, np.concatenate([[0], blocks[c][1:], [0]]))
+            values, n = found.get(c, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            values = np.asarray(values, dtype=np.int64)
+            nulls = int(n[values < 0].sum())
+            blocks = np.bincount(values[values >= 0], weights=n[values >= 0], minlength=g.size + 1).astype(np.int64)
+            known = state[c] = _Counts(int(blocks.sum()) + nulls, nulls, self.null_index)
+            known.known[0] = int(blocks[0]) + known._nulls(-1, 0)
+            known.add_blocks(g, np.concatenate([[0], blocks[1:], [0]]))
 
-    def _refine(self, rows, execute, cells, state) -> None:
-        """A later grid, inside one block of an earlier one (so the counts at its ends are known): one scan
+    def _refine(self, counts, cells, state) -> None:
+        """A later grid, inside one block of an earlier one (so the counts at its ends are known): one read
         over the users in its range (a cheap comparison; the lattice index only for those), either held in
         memory when few or counted per block."""
-        g, lat = self.grid, self.grid.lattice
+        g, lat, x = self.grid, self.grid.lattice, self.value
         lo, hi = lat.point(g.j0) - lat.slack, lat.point(g.j1) + lat.slack  # v ≤ lo: index ≤ j0; v > hi: > j1
-        inside = (f"SELECT cell, x AS v FROM ({rows(self.value)}) AS r "
-                  f"WHERE x > {lo!r} AND x <= {hi!r} AND cell IN ({_ids(cells)})")
+        inside = (E.op(">", x, lo), E.op("<=", x, hi))
         if sum(state[c].at(g.j1) - state[c].at(g.j0) for c in cells) <= FETCH_LIMIT:
-            gsql = index_sql("v", lat)
-            by_cell = {c: [] for c in cells}
-            for c, gi in execute(f"SELECT cell, CAST({gsql} AS BIGINT) FROM ({inside}) AS s "
-                                 f"WHERE {gsql} > {g.j0} AND {gsql} <= {g.j1}"):
-                by_cell[c].append(gi)
+            gi = index_expr(x, lat)
+            found = counts(E.Cast(gi, "BIGINT"), E.Logic("AND", inside + (E.op(">", gi, g.j0), E.op("<=", gi, g.j1))))
             for c in cells:
-                state[c].keep_sample(g.j0, g.j1, np.sort(np.array(by_cell[c], dtype=np.int64)))
+                values, n = found.get(c, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+                state[c].keep_sample(g.j0, g.j1, np.repeat(np.asarray(values, dtype=np.int64), n))
             return
-        q = (f"CAST(least(greatest(ceil((v - ({lat.low!r})) / {lat.width * g.step!r} - {g.j0 // g.step}), 0), "
-             f"{g.size + 1}) AS BIGINT)")
-        blocks = {c: np.zeros(g.size + 2, dtype=np.int64) for c in cells}   # [≤ j0, blocks 0..M-1, > j1]
-        for c, k, count in execute(f"SELECT cell, {q}, count(*) FROM ({inside}) AS s GROUP BY ALL"):
-            blocks[c][int(k)] += int(count)
+        q = E.bounded_index(E.call("ceil", E.op("-", E.op("/", E.op("-", x, lat.low), lat.width * g.step),
+                                                 g.j0 // g.step)), g.size + 1)
+        found = counts(q, E.Logic("AND", inside))
         for c in cells:
-            state[c].add_blocks(g, blocks[c])
-
-
-def _ids(cells) -> str:
-    return ", ".join(str(int(c)) for c in cells)
+            values, n = found.get(c, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            blocks = np.bincount(np.asarray(values, dtype=np.int64), weights=n, minlength=g.size + 2).astype(np.int64)
+            state[c].add_blocks(g, blocks)   # [≤ j0, blocks 0..M-1, > j1]
 
 
 class _Counts:
@@ -281,24 +281,25 @@ def _cumulative(counts: _Counts | None, g: Grid) -> np.ndarray | None:
     return np.array(out, dtype=np.int64)
 
 
-def cell_sql(col: Column, dom: NumericDomain, grid: Grid, negate: bool) -> str:
-    """DuckDB expression: the user's block in ``grid`` (per-user path): the block of its lattice index, NULL and
-    NaN taking the block of the domain's NULL value (the same as ``grid.cell(lattice.index(clamped value))``:
-    the index is monotone, so clamping to the domain first changes nothing)."""
-    v = value_sql(col, dom, negate)
+def cell_expr(col: Column, dom: NumericDomain, grid: Grid, negate: bool) -> E.Expr:
+    """The user's block in ``grid`` (per-user path): the block of its lattice index, NULL and NaN taking the
+    block of the domain's NULL value (the same as ``grid.cell(lattice.index(clamped value))``: the index is
+    monotone, so clamping to the domain first changes nothing)."""
+    v = value_expr(col, dom, negate)
     null = -dom.null_value if negate else dom.null_value
     null_block = int(grid.cell(grid.lattice.index(np.array([null])))[0])
-    g = f"least(greatest({index_sql(v, grid.lattice)}, {float(grid.j0)!r}), {float(grid.j1)!r})"
-    return (f"CASE WHEN {v} IS NULL OR isnan({v}) THEN {null_block} "
-            f"ELSE CAST(greatest(ceil(({g} - {grid.j0}) / {grid.step}), 1) AS BIGINT) - 1 END")
+    g = E.clamp(index_expr(v, grid.lattice), float(grid.j0), float(grid.j1))
+    block = E.op("-", E.Cast(E.call("greatest", E.call("ceil", E.op("/", E.op("-", g, grid.j0), grid.step)), 1),
+                             "BIGINT"), 1)
+    return E.Case(_is_missing(v), E.Literal(null_block), block)
 
 
 def _encoder(t: ExtremeTarget):
-    v = value_sql(t.column_def, t.domain, t.negate)
+    v = value_expr(t.column_def, t.domain, t.negate)
     null = -t.domain.null_value if t.negate else t.domain.null_value
 
     def encode(grid: Grid) -> SearchEncoding:
-        return SearchEncoding(cell_sql(t.column_def, t.domain, grid, t.negate), grid.size, t.column, grid=grid,
+        return SearchEncoding(cell_expr(t.column_def, t.domain, grid, t.negate), grid.size, t.column, grid=grid,
                               value=v, null_index=int(grid.lattice.index(np.array([null]))[0]))
     return encode
 
@@ -406,7 +407,7 @@ def bucket_candidate(t: ExtremeTarget, oracle: str) -> Candidate:
             make = (lambda d: Identity(d)) if math.isinf(eps) else (lambda d: BUCKET_ORACLES[oracle](eps, d))
             gamma = bp.gamma(make, max(n, 1), DETECTION)
             b = _buckets(t, bp.size)
-            enc = Encoding(b.sql(t.domain.clamped_sql(t.column_def.name), t.negate), bp.size, t.column)
+            enc = Encoding(b.expr(t.domain.clamped(t.column_def.name), t.negate), bp.size, t.column)
             return bucket_search(make(bp.size), b, bp.threshold, gamma, t.confidence, enc, t.negate)
         return factory
 

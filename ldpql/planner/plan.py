@@ -146,7 +146,7 @@ def _no_rounds() -> Protocol:
 
 @dataclass
 class Plan:
-    """A planned SELECT: the table, the public facts used, the ε split and one AggregatePlan per aggregate."""
+    """A planned query: the table, the public facts used, the ε split and one AggregatePlan per aggregate."""
 
     statement: ast.Select
     table: Table

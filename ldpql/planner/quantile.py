@@ -36,6 +36,7 @@ from typing import Callable
 
 import numpy as np
 
+from ldpql import expr as E
 from ldpql.catalog import NumericDomain, Table, type_kind
 from ldpql.errors import PlanError
 from ldpql.grammar import ast
@@ -139,7 +140,7 @@ def _statement_taus(select: ast.Select | None, table: Table, column: str, space:
             other_choices = _choices(call, text)
         except PlanError:  # the column is numeric (checked by the caller); only the call itself can be wrong
             continue
-        if (coins.size, coins.bucket_sql, other_choices) == (space.size, space.bucket_sql, choices):
+        if (coins.size, coins.bucket, other_choices) == (space.size, space.bucket, choices):
             taus.add(other)
     return tuple(sorted(taus))
 
@@ -149,7 +150,7 @@ def _statement_taus(select: ast.Select | None, table: Table, column: str, space:
 def coin_space(col, dom: NumericDomain, resolution: int | None) -> tuple[CoinSpace, str]:
     """The coins of a numeric column: its integer values (bucketed in integer widths if ``resolution`` is
     smaller), or ``resolution`` equal buckets of a continuous range; and the text EXPLAIN shows."""
-    clamped = dom.clamped_sql(col.name)
+    clamped = dom.clamped(col.name)
     integer = dom.integer or type_kind(col.dtype) == "integer"
     if integer:
         lo, hi = math.ceil(dom.low), math.floor(dom.high)
@@ -158,22 +159,17 @@ def coin_space(col, dom: NumericDomain, resolution: int | None) -> tuple[CoinSpa
         size = -(-values // width)
         # clamped into [0, size): on an integer column with fractional bounds (BETWEEN 0.5 AND 10.5) the rounded
         # value can fall one coin outside [lo, hi], exactly for the values beyond a bound
-        sql = _clamp_index(f"CAST(round({clamped}) - {lo} AS BIGINT)" if width == 1 else
-                           f"CAST(floor((round({clamped}) - {lo}) / {width}) AS BIGINT)", size)
+        rounded = E.op("-", E.call("round", clamped), lo)
+        coin = E.index(rounded if width == 1 else E.call("floor", E.op("/", rounded, width)), size)
         what = "one coin per integer value" if width == 1 else f"integer buckets of width {width} (resolution => {resolution})"
-        return CoinSpace(size, sql, float(lo), float(width), True, (width - 1) / 2), \
+        return CoinSpace(size, coin, float(lo), float(width), True, (width - 1) / 2), \
             f"{col.name} {dom.describe()}; {size:,} coins: {what}"
     size = resolution or RESOLUTION
     step = (dom.high - dom.low) / size
-    sql = _clamp_index(f"CAST(floor(({clamped} - {dom.low!r}) / {step!r}) AS BIGINT)", size)
+    coin = E.index(E.call("floor", E.op("/", E.op("-", clamped, dom.low), step)), size)
     source = f"resolution => {size}" if resolution else f"default resolution 2^{int(math.log2(RESOLUTION))}"
-    return CoinSpace(size, sql, dom.low, step, False, step / 2), \
+    return CoinSpace(size, coin, dom.low, step, False, step / 2), \
         f"{col.name} {dom.describe()}; {size:,} coins: buckets of width {step:.4g} ({source}), reported by midpoint"
-
-
-def _clamp_index(sql: str, size: int) -> str:
-    """A coin index forced into [0, size) in the SQL itself, whatever the value."""
-    return f"least(greatest({sql}, 0), {size - 1})"
 
 
 def _tau_arg(call: ast.Call, text: str) -> float:
@@ -239,8 +235,8 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
                    hint="quantiles need an ordered domain: declare it BETWEEN lo AND hi")
     space, domain_text = coin_space(col, dom, _resolution(call, text))
     choices = _choices(call, text)
-    target = QuantileTarget(col.name, Encoding(space.bucket_sql, space.size, col.name), domain_text, None, UNIT,
-                            release=("quantile", col.name, space.size, space.bucket_sql, *choices), tau=tau,
+    target = QuantileTarget(col.name, Encoding(space.bucket, space.size, col.name), domain_text, None, UNIT,
+                            release=("quantile", col.name, space.size, space.bucket, *choices), tau=tau,
                             space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
                             mode=choices[0], postprocess=choices[1], interval=_interval_kind(call, text),
                             notes_prediction=True)

@@ -221,7 +221,8 @@ def test_calibrated_interval_covers_at_a_low_quantile():
                                        "median put the answer one atom off, contrary to docs/quantiles.md's caveat "
                                        "that point masses make the prediction conservative")
 def test_predicted_rank_error_covers_on_zipf_data():
-    from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, simulate
+    from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol
+    from ldpql.simulation import simulate
     from ldpql.planner.quantile import BAYESS_ROUNDS, Z95, sigma_bayess
 
     x = np.minimum(np.random.default_rng(11).zipf(1.3, 5000) - 1, 1000)

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 import ldpql
+from ldpql.backends.sql import render
 from ldpql.catalog import Column, NumericDomain
 from ldpql.mechanisms.minimum import Grid, Lattice, schedule
 from ldpql.planner import minimum as planner_min
@@ -131,8 +132,8 @@ def test_laplace_baseline_on_request_only(small):
 
 
 def test_laplace_baseline_per_user_over_several_batches(eval_con, monkeypatch):
-    from ldpql import executor
-    monkeypatch.setattr(executor, "BATCH_ROWS", 256)
+    from ldpql.backends import duckdb as duckdb_backend
+    monkeypatch.setattr(duckdb_backend, "BATCH_ROWS", 256)
     eval_con.register("b", _beta_table(3000), private={"x": (-1, 1)})
     (v,), = eval_con.sql("SELECT LDP_MIN(x) EPSILON INF FROM b OPTIONS (mechanism = 'laplace_min')").fetchall()
     assert v == pytest.approx(-0.66)
@@ -167,7 +168,7 @@ def test_noise_off_equals_duckdb_min_and_max_of_the_clamped_values(eval_con):
 
 @pytest.mark.parametrize("fetch_limit", [1 << 20, 5])
 def test_exact_path_counts_equal_brute_force_along_searches(eval_con, monkeypatch, fetch_limit):
-    """count_cells, grid after grid (first grid, then nested ones either held in memory or counted by block),
+    """SearchEncoding.histograms, grid after grid (first grid, then nested ones either held in memory or counted by block),
     per group, against numpy on the clamped values: NULL, NaN, ±inf, values outside the domain, ties on
     thresholds, an INTEGER domain over a float column, the maximum's negated values."""
     monkeypatch.setattr(planner_min, "FETCH_LIMIT", fetch_limit)
@@ -191,21 +192,24 @@ def test_exact_path_counts_equal_brute_force_along_searches(eval_con, monkeypatc
             g = lat.index(v)
             encode = planner_min._encoder(planner_min.ExtremeTarget(None, None, "", kind="max" if negate else "min",
                                                                     column_def=col, domain=dom))
-            cache = {}
-
-            def rows(value):
-                return f"SELECT cell, {value} AS x FROM raw"
-
-            def execute(q):
-                return eval_con.duck.execute(q).fetchall()
+            def counts(x, where=None):   # the backend's value counts per cell, straight from DuckDB
+                cond = f" WHERE {render(where)}" if where is not None else ""
+                found = {}
+                for c, v, k in eval_con.duck.execute(f"SELECT cell, {render(x)} AS v, count(*) FROM raw{cond} "
+                                                     "GROUP BY ALL ORDER BY ALL").fetchall():
+                    found.setdefault(c, ([], []))
+                    found[c][0].append(v)
+                    found[c][1].append(k)
+                return {c: (np.array(v), np.array(k)) for c, (v, k) in found.items()}
+            counts.memo = {}
 
             j_lo, j_hi = 0, lat.top
             for depth in (3, 4, 5, 2):
                 grid = Grid(lat, j_lo, j_hi, depth)
                 enc = encode(grid)
-                got = enc.count_cells(rows, execute, [0, 1, 2], cache)
+                got = enc.histograms(counts, [0, 1, 2])
                 per_user = dict(eval_con.duck.execute(
-                    f"SELECT cell, list({enc.sql}) FROM raw GROUP BY cell").fetchall())
+                    f"SELECT cell, list({render(enc.expr)}) FROM raw GROUP BY cell").fetchall())
                 for c in range(3):
                     want = np.bincount(grid.cell(g[cells == c]), minlength=grid.size)
                     assert np.array_equal(got[c], want), (integer, negate, depth, c)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
+from ldpql.backends.sql import render
+
 import ldpql
 from ldpql import catalog as cat
 from ldpql.grammar import parse_one
@@ -69,7 +71,7 @@ def test_domains_that_do_not_fit_a_text_column_are_refused(duck, decl, words):
 
 def test_a_boolean_domain_on_an_integer_column_reads_non_zero_as_true(duck):
     t = declare(duck, "CREATE TABLE t FROM ints (x PRIVATE BOOLEAN DEFAULT TRUE)")
-    assert values(duck, t.columns["x"].domain.index_sql("x"), "ints") == [0, 1, 1, 1, 1, 1]
+    assert values(duck, render(t.columns["x"].domain.index("x")), "ints") == [0, 1, 1, 1, 1, 1]
 
 
 def test_a_column_declared_twice_is_refused(duck):
@@ -81,10 +83,10 @@ def test_a_column_declared_twice_is_refused(duck):
 
 @pytest.mark.parametrize("domain", [cat.NumericDomain(-1, 52, True), cat.NumericDomain(0, 1), cat.NumericDomain(-5, 5, True, 2)])
 def test_numeric_encodings_stay_in_the_domain(duck, domain):
-    clamped = values(duck, domain.clamped_sql("x"), "dbl")
+    clamped = values(duck, render(domain.clamped("x")), "dbl")
     assert all(domain.low <= v <= domain.high for v in clamped)
     if domain.integer:
-        assert set(values(duck, domain.index_sql("x"), "dbl")) <= set(range(domain.size))
+        assert set(values(duck, render(domain.index("x")), "dbl")) <= set(range(domain.size))
 
 
 @pytest.mark.parametrize("domain, table", [
@@ -92,20 +94,20 @@ def test_numeric_encodings_stay_in_the_domain(duck, domain):
     (cat.CategoricalDomain((1, 2), default=2), "ints"), (cat.BooleanDomain(), "ints"), (cat.BooleanDomain(True), "dbl"),
 ])
 def test_index_encodings_stay_in_the_domain(duck, domain, table):
-    assert set(values(duck, domain.index_sql("x"), table)) <= set(range(domain.size))
+    assert set(values(duck, render(domain.index("x")), table)) <= set(range(domain.size))
 
 
 @pytest.mark.parametrize("domain", [cat.NumericDomain(0, 10), cat.CategoricalDomain((1, 2)), cat.BooleanDomain()])
 def test_encodings_of_a_text_column_never_raise(duck, domain):
     """Defence in depth: even a domain that slipped past the declaration check cannot raise on a value (a DuckDB
     conversion error would quote the private value)."""
-    sql = domain.clamped_sql("x") if isinstance(domain, cat.NumericDomain) else domain.index_sql("x")
+    sql = render(domain.clamped("x")) if isinstance(domain, cat.NumericDomain) else render(domain.index("x"))
     assert len(values(duck, sql, "txt")) == 5
 
 
 def test_categorical_numbers_match_whatever_the_numeric_type(duck):
     t = declare(duck, "CREATE TABLE t FROM ints (x PRIVATE IN (1, 2, -1))")
-    assert values(duck, t.columns["x"].domain.index_sql("x"), "ints") == [3, 0, 1, 2, 3, 3]
+    assert values(duck, render(t.columns["x"].domain.index("x")), "ints") == [3, 0, 1, 2, 3, 3]
 
 
 # ---- the privacy unit is a public identifier ---------------------------------------------------------------

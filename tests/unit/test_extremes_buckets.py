@@ -7,13 +7,16 @@ import itertools
 
 import duckdb
 import numpy as np
+
+from ldpql import expr as E
+from ldpql.backends.sql import render
 import pytest
 
 from ldpql.mechanisms.base import Encoding
 from ldpql.mechanisms.buckets import Buckets, bucket_search, plan_buckets, read_buckets
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.identity import Identity
-from ldpql.mechanisms.minimum import drive
+from ldpql.simulation import drive
 from ldpql.mechanisms.oue import OUE
 
 
@@ -24,9 +27,9 @@ def test_buckets_cover_the_domain_and_sql_agrees_with_numpy(integer, low, high, 
     k = b.index(x)
     assert k.min() == 0 and k.max() == size - 1 and np.all(np.diff(k) >= 0)
     assert np.all(b.lower(k) <= x) and np.all(x <= b.upper(k))
-    got = duckdb.sql(f"SELECT {b.sql('v')} FROM (SELECT unnest({x.tolist()}) AS v)").fetchnumpy()
+    got = duckdb.sql(f"SELECT {render(b.expr(E.Column('v')))} FROM (SELECT unnest({x.tolist()}) AS v)").fetchnumpy()
     assert np.array_equal(next(iter(got.values())), k)
-    top = duckdb.sql(f"SELECT {b.sql('v', negate=True)} FROM (SELECT unnest({x.tolist()}) AS v)").fetchnumpy()
+    top = duckdb.sql(f"SELECT {render(b.expr(E.Column('v'), negate=True))} FROM (SELECT unnest({x.tolist()}) AS v)").fetchnumpy()
     assert np.array_equal(next(iter(top.values())), size - 1 - k)
 
 

@@ -16,6 +16,7 @@ from scipy import stats
 from ldpql.audit import audit
 from ldpql.mechanisms import REGISTRY, Reply
 from ldpql.mechanisms.base import EPSILON_CAP
+from ldpql.simulation import drive
 from ldpql.mechanisms.minimum import (
     EXACT_DEPTH,
     Grid,
@@ -25,7 +26,6 @@ from ldpql.mechanisms.minimum import (
     MinSummary,
     Schedule,
     ThresholdBit,
-    drive,
     laplace_error,
     laplace_protocol,
     min_epsilon,

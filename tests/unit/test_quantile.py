@@ -19,8 +19,9 @@ from ldpql.mechanisms.quantile_histogram import histogram_protocol, oracle, pref
 from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha_update, bayess_guard, bayess_protocol,
                                        bayess_split, bracket, capacity_quantile, edges, exact_protocol,
                                        likelihood_ratios, nbs_protocol, nbs_steps, padded_protocol, padding_users,
-                                       reduce_visits, several, simulate, split_evenly, _Users)
+                                       reduce_visits, several, split_evenly)
 from ldpql.mechanisms.rr import RandomizedResponse
+from ldpql.simulation import simulate
 from ldpql.mechanisms.shuffle import (code_epsilon0, feldman_cap, feldman_central, paper_epsilon0, required_users,
                                       shuffle_budget, tight_epsilon0)
 
@@ -174,17 +175,18 @@ def test_engine_reads_the_cdf_by_rank_error():
 # ---- protocols: privacy shape and noise-off exactness ----------------------------------------------------------
 
 def _record(protocol, coins, rng):
-    """Run a protocol like :func:`simulate`, recording every round."""
-    pool, rounds = _Users(coins, None, rng), []
-    try:
+    """Run a protocol through :func:`simulate`, recording every round."""
+    rounds = []
+
+    def spy():
         rnd = next(protocol)
         while True:
             rounds.append(rnd)
-            counts = pool.counts(rnd.encoding, rnd.users)
-            reply = Reply(rnd.randomizer.sample_aggregate(counts, rng), int(counts.sum()))
-            rnd = protocol.send(add_virtual(rnd, reply, rng))
-    except StopIteration as stop:
-        return rounds, stop.value
+            try:
+                rnd = protocol.send((yield rnd))
+            except StopIteration as stop:
+                return stop.value
+    return rounds, simulate(spy(), rng, coins=coins)
 
 
 @pytest.mark.parametrize("make", [
@@ -355,14 +357,16 @@ def test_virtual_users_answer_through_the_rounds_randomizer():
 
 def test_bayess_padding_mode_finds_other_quantiles():
     """The paper's reduction works, at a larger rank error than the direct mode (spec: up to 2x; the
-    comparison is examples/quantile_modes.py)."""
+    comparison is examples/quantile_modes.py). 90 runs per τ: over 150 runs the median rank error is 0.021, but
+    one block of 30 runs (the first, under the one driver's draws) has 0.034, so 30 runs were too few to test
+    0.03 reliably."""
     data = paper.pareto_data(5000, 8)
     s = np.sort(data)
     space = CoinSpace(4 ** 8)
     for tau in (0.1, 0.9):
         make = padded_protocol(space, tau, bayess_protocol(space, 1.0, 0.5))
         coins = np.array([simulate(make(len(data)), np.random.default_rng([5, t]), coins=data,
-                                   exact_positions=False).extra["coin"] for t in range(30)])
+                                   exact_positions=False).extra["coin"] for t in range(90)])
         f, below = np.searchsorted(s, coins, side="right") / len(s), np.searchsorted(s, coins - 1, side="right") / len(s)
         errors = np.maximum(np.maximum(below - tau, tau - f), 0.0)
         assert np.mean(errors < 0.04) >= 0.6 and np.median(errors) < 0.03
@@ -408,7 +412,7 @@ def test_consistent_tree_lowers_the_rank_error():
     for consistent in (False, True):
         make = hierarchical_protocol(CoinSpace(1000), 1.0, [0.9], consistent=consistent)
         coins = np.array([simulate(make(len(data)), np.random.default_rng([8, t]), coins=data,
-                                   exact_positions=False).extra["coin"] for t in range(30)])
+                                   exact_positions=False).extra["coin"] for t in range(90)])
         f, below = np.searchsorted(s, coins, side="right") / len(s), np.searchsorted(s, coins - 1, side="right") / len(s)
         errors[consistent] = np.maximum(np.maximum(below - 0.9, 0.9 - f), 0.0).mean()
     assert errors[True] < 0.7 * errors[False]   # measured 0.017 against 0.037 over 100 trials

@@ -1,0 +1,191 @@
+"""The embedded default backend: DuckDB reads the source, renders ldpql's expressions as SQL, and streams rows.
+
+Users' keys (DESIGN §4.3): the lower 64 bits of the md5 of the privacy unit's text, or the row position in a
+source whose rows keep their order: files, frames and stored tables are scanned in order (DuckDB's
+``preserve_insertion_order``, which the connection sets), and a query or view source, whose row order DuckDB
+may change from one scan to the next, is read once per statement into a snapshot by the connection. A slice
+of the users is the portable :func:`ldpql.backends.base.slice_steps` over the key's 32-bit halves.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, Iterator
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ldpql import expr as E
+from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, slice_steps
+from ldpql.backends.sql import render
+from ldpql.catalog import Table
+from ldpql.errors import ExecuteError, InternalError
+from ldpql.grammar.ast import quote_name
+
+BATCH_ROWS = 1 << 20
+QUEUE_BATCHES = 4               # Arrow batches read ahead of the randomizers (bounds memory)
+CELLS = "__ldpql_cells"
+
+
+def user_key_sql(table: Table) -> str | None:
+    """ldpql's 64-bit identity of a user: the lower half of the md5 of its privacy unit's text, or its row
+    position in a source whose rows keep their order; None when neither names a person."""
+    if table.privacy_unit:
+        return f"md5_number_lower(CAST({quote_name(table.privacy_unit)} AS VARCHAR))"
+    return "row_number() OVER () - 1" if table.identity is None or table.identity.stable_rows else None
+
+
+class DuckDBBackend(Backend):
+    """Reads declared sources through one DuckDB connection."""
+
+    name = "duckdb"
+    errors = (duckdb.Error,)
+
+    def __init__(self, duck: duckdb.DuckDBPyConnection):
+        self.duck = duck
+        self._registered: tuple | None = None
+
+    # -- public facts ------------------------------------------------------------------------------------------
+    def cells(self, pop: Population) -> list[Cell]:
+        src = self._population(pop)
+        if not pop.group_by:
+            rows = self._fetch(pop.table, f"SELECT count(*) FROM ({src})")
+            return [Cell((), int(rows[0][0]))]
+        cols = ", ".join(quote_name(c) for c in pop.group_by)
+        rows = self._fetch(pop.table, f"SELECT {cols}, count(*) FROM ({src}) GROUP BY ALL ORDER BY ALL NULLS LAST")
+        return [Cell(tuple(r[:-1]), int(r[-1])) for r in rows]
+
+    def covered_users(self, pop: Population) -> np.ndarray | None:
+        key = user_key_sql(pop.table)
+        if pop.where is None or key is None:
+            return None
+        sql = (f"SELECT __ldpql_key FROM (SELECT *, {key} AS __ldpql_key FROM {pop.table.from_sql}) AS src "
+               f"WHERE {render(pop.where)}")
+        try:
+            return self.duck.execute(sql).fetchnumpy()["__ldpql_key"].astype(np.uint64)
+        except duckdb.Error as e:
+            raise ExecuteError(f"DuckDB could not read `{pop.table.name}`: {str(e).splitlines()[0]}") from None
+
+    # -- private reads -----------------------------------------------------------------------------------------
+    def value_counts(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice,
+                     where: E.Expr | None = None) -> Counts:
+        rows = self.rows_sql(pop, cells, x, users, where)
+        got = self.duck.execute(f"SELECT cell, x, count(*) AS n FROM ({rows}) GROUP BY ALL").fetchnumpy()
+        if np.ma.isMaskedArray(got["x"]) and got["x"].mask.any():
+            raise InternalError("an encoding produced NULL: encodings must be total")
+        cell_of, xs, ns = np.asarray(got["cell"], dtype=np.int64), np.asarray(got["x"]), np.asarray(got["n"], np.int64)
+        out: Counts = {}
+        for c in np.unique(cell_of):
+            mine = cell_of == c
+            order = np.argsort(xs[mine], kind="stable")
+            out[int(c)] = (xs[mine][order], ns[mine][order])
+        return out
+
+    def batches(self, pop: Population, cells: list[Cell], x: E.Expr,
+                users: Slice) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
+        rows = self.rows_sql(pop, cells, x, users)
+        query = rows if pop.group_by else f"SELECT x FROM ({rows})"   # one cell: no cell column to stream
+        reader = _ReadAhead(self.duck.sql(query).to_arrow_reader(BATCH_ROWS), QUEUE_BATCHES, self.duck.interrupt)
+        try:
+            for batch in reader:
+                xs = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False)
+                yield (batch.column(0).to_numpy(zero_copy_only=False) if pop.group_by else None), xs
+        finally:
+            reader.close()
+
+    def interrupt(self) -> None:
+        self.duck.interrupt()
+
+    # -- SQL -----------------------------------------------------------------------------------------------------
+    def rows_sql(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice,
+                 where: E.Expr | None = None) -> str:
+        """``SELECT cell, x`` over the slice's users (and ``where``, over ``x``'s row)."""
+        src = self._population(pop, users)
+        cell = "0"
+        if pop.group_by:
+            self._register_cells(pop, cells)
+            on = " AND ".join(f"src.{quote_name(g)} IS NOT DISTINCT FROM c.{quote_name(g)}" for g in pop.group_by)
+            src = f"SELECT src.*, c.__cell FROM ({src}) AS src JOIN {CELLS} AS c ON {on}"
+            cell = "__cell"
+        cond = f" WHERE {render(where)}" if where is not None else ""
+        return f"SELECT {cell} AS cell, {render(x)} AS x FROM ({src}) AS pop{cond}"
+
+    def _population(self, pop: Population, users: Slice = Slice()) -> str:
+        """The users of a statement, the source's rows after the public WHERE, in the slice ``users``."""
+        t = pop.table
+        src = f"SELECT * FROM {t.from_sql}"
+        if not users.everyone:
+            key = user_key_sql(t)
+            if key is None:
+                raise InternalError(f"`{t.name}` has no stable row order to key its users by")
+            src = (f"SELECT *, CAST(__ldpql_key & 4294967295 AS BIGINT) AS __lo, CAST(__ldpql_key >> 32 AS BIGINT) "
+                   f"AS __hi FROM (SELECT *, CAST({key} AS UBIGINT) AS __ldpql_key FROM {t.from_sql})")
+            for name, step in slice_steps(users.salt):
+                src = f"SELECT *, {render(step)} AS {name} FROM ({src})"
+            src = f"SELECT * FROM ({src}) WHERE __u >= {users.u0!r} AND __u < {users.u1!r}"
+        return f"SELECT * FROM ({src}) AS src" + (f" WHERE {render(pop.where)}" if pop.where is not None else "")
+
+    def _register_cells(self, pop: Population, cells: list[Cell]) -> None:
+        key = (pop.group_by, tuple(c.key for c in cells))
+        if self._registered == key:
+            return
+        keys = list(zip(*[c.key for c in cells])) if cells else [[] for _ in pop.group_by]
+        cols = {g: pa.array(list(k)) for g, k in zip(pop.group_by, keys)}
+        cols["__cell"] = pa.array(range(len(cells)), pa.int64())
+        self.duck.register(CELLS, pa.table(cols))
+        self._registered = key
+
+    def _fetch(self, table: Table, sql: str) -> list[tuple]:
+        try:
+            return self.duck.execute(sql).fetchall()
+        except duckdb.Error as e:
+            raise ExecuteError(f"DuckDB could not read `{table.name}`: {str(e).splitlines()[0]}",
+                               hint="check that the source still exists and that WHERE compares columns with "
+                                    "values of their type") from None
+
+
+class _ReadAhead:
+    """Iterate over an Arrow reader's batches while a thread reads up to ``depth`` batches ahead: DuckDB
+    releases the GIL while it works and yields batches in bursts, so reading overlaps the randomizers."""
+
+    def __init__(self, reader, depth: int, interrupt: Callable[[], None]):
+        self._queue: queue.Queue = queue.Queue(depth)
+        self._stop, self._interrupt, self._ended = threading.Event(), interrupt, False
+        self._thread = threading.Thread(target=self._read, args=(reader,), name="ldpql-reader", daemon=True)
+        self._thread.start()
+
+    def _read(self, reader) -> None:
+        last: object = None
+        try:
+            for batch in reader:
+                if not self._put(batch):
+                    return
+        except BaseException as e:  # noqa: BLE001  (handed to the consuming thread, which raises it)
+            last = e
+        self._put(last)
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __iter__(self):
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, BaseException):
+                self._ended = True
+                raise item
+            yield item
+        self._ended = True
+
+    def close(self) -> None:
+        """Wait for the reading thread; if the consumer stopped early, stop it and interrupt DuckDB first."""
+        if not self._ended:
+            self._stop.set()
+            self._interrupt()
+        self._thread.join()

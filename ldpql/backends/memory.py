@@ -1,0 +1,285 @@
+"""Users held in memory as value counts: what the driver answers sub-interval rounds from, and the data of the
+in-memory runs that tests and reproductions use.
+
+:class:`SlicedUsers` is one aggregate's users on one cell as the counts of their encoded values. A round that
+reaches the sub-interval [s0, s1) of them (a quantile search's batch, a hierarchical level) gets a random
+subset, drawn without replacement from the users not asked yet: with users at independent uniform positions
+(the backend's salted hash), the number in a new interval, given the intervals already taken, is binomial
+over the users left with probability ℓ/(1 − taken length), and which users they are is a multivariate
+hypergeometric draw from the counts left. That is the law of the hashed slice, and it needs one read of the
+counts instead of one per round; disjoint intervals reach disjoint users, so no user answers twice.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+from ldpql import expr as E
+from ldpql.backends.base import Backend, Cell, Counts, Population, Slice
+
+SMALL_SUPPORT = 2048      # up to this many distinct values (or the users drawn), numpy's multivariate
+                          # hypergeometric draws directly
+PERMUTE_LIMIT = 1 << 22   # up to this many users, they are held as one random permutation of their values
+
+
+class SlicedUsers:
+    """The users of one protocol, asked in disjoint sub-intervals of [0, 1).
+
+    Up to :data:`PERMUTE_LIMIT` users are held as a random permutation of their base values, and a round takes
+    the next users of it (a uniformly random subset of those not asked yet; O(m) for m users, so BayesLearn's
+    thousands of one-user rounds stay cheap); more are held as counts, and a round draws a multivariate
+    hypergeometric subset of them. With ``exact`` positions user i sits at (i + 0.5)/n, so [s0, s1) holds
+    exactly round(n·(s1 - s0)) users (a paper's batch sizes); otherwise the number is binomial, as under the
+    backends' hash.
+    """
+
+    def __init__(self, base, values: np.ndarray, counts: np.ndarray, rng: np.random.Generator,
+                 exact: bool = False):
+        self.base, self.values, self.rng, self.exact = base, np.asarray(values), rng, exact
+        counts = np.asarray(counts, dtype=np.int64)
+        self.n, self.asked = int(counts.sum()), 0
+        self.taken: list[tuple[float, float]] = []
+        if self.n <= PERMUTE_LIMIT:
+            self.users, self.left = rng.permutation(np.repeat(self.values, counts)), None
+        else:
+            self.users, self.left = None, counts.copy()
+
+    def counts(self, encoding, users: tuple[float, float]) -> np.ndarray:
+        """The input histogram of the round's users: a random subset, of the size described above."""
+        s0, s1 = users
+        if any(a < s1 and s0 < b for a, b in self.taken):
+            raise ValueError("simulated rounds overlap: a user would answer twice")
+        m = self._size(s0, s1)
+        self.taken.append((s0, s1))
+        if self.users is not None:
+            mine = self.users[self.asked:self.asked + m]
+            self.asked += m
+            return np.bincount(encoding.inputs(mine), minlength=encoding.size).astype(np.int64)
+        drawn = self._draw(m)
+        self.left -= drawn
+        self.asked += m
+        return np.bincount(encoding.inputs(self.values), weights=drawn, minlength=encoding.size).astype(np.int64)
+
+    def _size(self, s0: float, s1: float) -> int:
+        if self.exact:
+            span = max(0, math.ceil(s1 * self.n - 0.5)) - max(0, math.ceil(s0 * self.n - 0.5))
+            return min(span, self.n - self.asked)
+        free, remaining = 1.0 - sum(b - a for a, b in self.taken), self.n - self.asked
+        return int(self.rng.binomial(remaining, min(1.0, (s1 - s0) / free))) if free > 0 and remaining else 0
+
+    def _draw(self, m: int) -> np.ndarray:
+        if m == 0:
+            return np.zeros(len(self.left), dtype=np.int64)
+        if len(self.left) <= max(SMALL_SUPPORT, m):   # O(distinct values), in C: cheaper than m picks then
+            return self.rng.multivariate_hypergeometric(self.left, m, method="marginals")
+        picks = self.rng.choice(int(self.left.sum()), m, replace=False)   # O(m log K), not O(K) per draw
+        return np.bincount(np.searchsorted(np.cumsum(self.left), picks, side="right"), minlength=len(self.left))
+
+
+# ---- in-memory data: an ldpql.expr evaluator over numpy, with SQL's NULLs ------------------------------------
+
+Vec = tuple[np.ndarray, np.ndarray]   # (values, null mask)
+
+
+def evaluate(e: E.Expr, columns: Mapping[str, np.ndarray], n: int) -> Vec:
+    """``e`` over ``n`` rows of ``columns`` with SQL semantics (NULLs propagate, least/greatest skip them,
+    three-valued AND/OR), the same arithmetic as the SQL the backends render. None in an object column is
+    NULL; NaN in a float column is NaN."""
+    ev = lambda x: evaluate(x, columns, n)  # noqa: E731
+    if isinstance(e, E.Column):
+        v = np.asarray(columns[e.name])
+        return v, (np.array([x is None for x in v], dtype=bool) if v.dtype == object else np.zeros(n, bool))
+    if isinstance(e, E.Literal):
+        return np.full(n, e.value if e.value is not None else 0, dtype=object if isinstance(e.value, str) else None), \
+            np.full(n, e.value is None)
+    if isinstance(e, (E.TryCast, E.Cast)):
+        return _cast(ev(e.arg), e.type)
+    if isinstance(e, E.Call):
+        return _call(e.func, [ev(a) for a in e.args])
+    if isinstance(e, E.BinOp):
+        return _binop(e.op, ev(e.left), ev(e.right))
+    if isinstance(e, E.Logic):
+        return _logic(e.op, [ev(a) for a in e.args])
+    if isinstance(e, E.Not):
+        v, null = ev(e.arg)
+        return ~v.astype(bool), null
+    if isinstance(e, E.IsNull):
+        null = ev(e.arg)[1]
+        return (~null if e.negated else null), np.zeros(n, bool)
+    if isinstance(e, E.In):
+        x = ev(e.arg)
+        return _logic("OR", [_binop("=", x, ev(v)) for v in e.values]) if not e.negated else \
+            _logic("AND", [_binop("<>", x, ev(v)) for v in e.values])
+    if isinstance(e, E.Case):
+        when, wnull = ev(e.when)
+        (a, anull), (b, bnull) = ev(e.then), ev(e.otherwise)
+        pick = when.astype(bool) & ~wnull
+        return np.where(pick, a, b), np.where(pick, anull, bnull)
+    if isinstance(e, E.Position):
+        x, null = ev(e.arg)
+        pos = np.zeros(n, dtype=np.int64)
+        for i, v in enumerate(e.values, 1):
+            pos = np.where((pos == 0) & ~null & (x == v), i, pos)
+        return pos, null | (pos == 0)
+    raise TypeError(f"cannot evaluate {e!r}")
+
+
+def _cast(x: Vec, to: str) -> Vec:
+    v, null = x
+    if to == "DOUBLE":
+        out = np.full(len(v), np.nan)
+        for i, item in enumerate(v) if v.dtype == object else ():
+            try:
+                out[i] = float(item) if item is not None and not isinstance(item, bool) else np.nan
+            except (TypeError, ValueError):
+                null = null.copy()
+                null[i] = True
+        return (out, null | np.array([i is None for i in v], bool)) if v.dtype == object else (v.astype(float), null)
+    if to == "BIGINT":   # only ever applied to whole numbers (after floor, ceil, round, or a clamped integer)
+        with np.errstate(invalid="ignore"):   # NaN in a CASE branch not taken
+            return np.where(null, 0, np.rint(np.nan_to_num(np.asarray(v, dtype=float)))).astype(np.int64), null
+    if to == "VARCHAR":
+        return np.array([None if isinstance(i, float) and np.isnan(i) else str(i) for i in v], dtype=object), null
+    if to == "BOOLEAN":
+        return np.asarray(v).astype(bool), null
+    raise TypeError(f"cannot cast to {to} in memory")
+
+
+def _round(v: np.ndarray) -> np.ndarray:
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)   # half away from zero, as SQL's round
+
+
+def _call(func: str, args: list[Vec]) -> Vec:
+    if func in ("least", "greatest"):
+        pick = np.minimum if func == "least" else np.maximum
+        (v, null), rest = args[0], args[1:]
+        for w, wnull in rest:
+            v = np.where(null, w, np.where(wnull, v, pick(v, w)))
+            null = null & wnull
+        return v, null
+    if func == "coalesce":
+        (v, null), rest = args[0], args[1:]
+        for w, wnull in rest:
+            v, null = np.where(null, w, v), null & wnull
+        return v, null
+    (v, null), = args
+    f = {"round": _round, "floor": np.floor, "ceil": np.ceil, "abs": np.abs,
+         "isnan": lambda x: np.isnan(np.asarray(x, dtype=float))}[func]
+    with np.errstate(invalid="ignore"):
+        return f(np.where(null, 0, v).astype(float)), null
+
+
+_ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "//": np.floor_divide,
+          "%": np.mod, "^": np.bitwise_xor, "&": np.bitwise_and, ">>": np.right_shift,
+          "=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+          ">=": np.greater_equal}
+
+
+_COMPARE = ("=", "<>", "<", "<=", ">", ">=")
+
+
+def _binop(op: str, a: Vec, b: Vec) -> Vec:
+    with np.errstate(all="ignore"):
+        if op in _COMPARE and a[0].dtype.kind == "f" or op in _COMPARE and b[0].dtype.kind == "f":
+            return _compare(op, a[0].astype(float), b[0].astype(float)), a[1] | b[1]
+        return _ARITH[op](a[0], b[0]), a[1] | b[1]
+
+
+def _compare(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """SQL engines' order on doubles (DuckDB's and Spark's): NaN equals NaN and is above every other value."""
+    key = lambda v: np.where(np.isnan(v), 1, 0)  # noqa: E731
+    kx, ky = key(x), key(y)
+    x, y = np.where(kx == 1, 0.0, x), np.where(ky == 1, 0.0, y)
+    less = (kx < ky) | ((kx == ky) & (x < y))
+    equal = (kx == ky) & (x == y)
+    return {"=": equal, "<>": ~equal, "<": less, "<=": less | equal, ">": ~(less | equal), ">=": ~less}[op]
+
+
+def _logic(op: str, args: list[Vec]) -> Vec:
+    vals = [(v.astype(bool), null) for v, null in args]
+    if op == "AND":
+        false = np.logical_or.reduce([~v & ~null for v, null in vals])
+        null = ~false & np.logical_or.reduce([null for _, null in vals])
+        return ~false & ~null, null
+    true = np.logical_or.reduce([v & ~null for v, null in vals])
+    null = ~true & np.logical_or.reduce([null for _, null in vals])
+    return true, null
+
+
+class MemoryBackend(Backend):
+    """Users held in memory as the counts of their values of some columns (no GROUP BY, no WHERE): the data of
+    the in-memory runs (:func:`simulate`). An expression over those columns is evaluated once per distinct row
+    and its counts summed, so a column of 10^7 users with a few thousand values costs a few thousand."""
+
+    name = "memory"
+
+    def __init__(self, columns: Mapping[str, np.ndarray], counts: np.ndarray | None = None):
+        self.columns = {k: np.asarray(v) for k, v in columns.items()}
+        first = next(iter(self.columns.values()))
+        self.counts = np.ones(len(first), np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+
+    @classmethod
+    def of_values(cls, name: str, values: np.ndarray) -> "MemoryBackend":
+        """One column, stored as its distinct values and their counts."""
+        distinct, counts = np.unique(np.asarray(values), return_counts=True)
+        return cls({name: distinct}, counts)
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    def cells(self, pop: Population) -> list[Cell]:
+        return [Cell((), self.n)]
+
+    def covered_users(self, pop: Population) -> np.ndarray | None:
+        return None
+
+    def value_counts(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice,
+                     where: E.Expr | None = None) -> Counts:
+        if not users.everyone:
+            raise ValueError("the in-memory backend holds counts, not users: it answers slices through SlicedUsers")
+        n = len(self.counts)
+        v, null = evaluate(x, self.columns, n)
+        keep = self.counts > 0
+        if where is not None:
+            w, wnull = evaluate(where, self.columns, n)
+            keep &= w.astype(bool) & ~wnull
+        if (null & keep).any():
+            raise ValueError("an encoding produced NULL: encodings must be total")
+        distinct, inverse = np.unique(v[keep], return_inverse=True)
+        return {0: (distinct, np.bincount(inverse, weights=self.counts[keep], minlength=len(distinct)).astype(np.int64))}
+
+    def batches(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice):
+        if not users.everyone:
+            raise ValueError("the in-memory backend answers per-user rounds over all of its users only")
+        v, _ = evaluate(x, self.columns, len(self.counts))
+        yield None, np.repeat(v, self.counts)
+
+
+class FunctionBackend(Backend):
+    """Users known only through ``histogram(encoding)``, the true input histogram of any encoding (a
+    reproduction's data drawn lazily from a distribution, 10^9 users without holding them): every round is
+    one exact read of all of them."""
+
+    name = "function"
+
+    def __init__(self, histogram):
+        self.histogram = histogram
+
+    def cells(self, pop: Population) -> list[Cell]:
+        return [Cell((), 0)]
+
+    def covered_users(self, pop: Population) -> np.ndarray | None:
+        return None
+
+    def histograms(self, encoding, counts, cells: list[int]) -> dict[int, np.ndarray]:
+        return {0: np.asarray(self.histogram(encoding), dtype=np.int64)}
+
+    def value_counts(self, pop, cells, x, users, where=None) -> Counts:
+        raise ValueError("a histogram function answers whole rounds only")
+
+    def batches(self, pop, cells, x, users):
+        raise ValueError("a histogram function has no users to randomize one by one")
