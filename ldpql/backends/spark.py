@@ -222,15 +222,16 @@ class SparkBackend(Backend):
         spark: the session (see :func:`local_session`).
         partitions: if set, the population is repartitioned into this many partitions after the users' keys are
             computed (more parallelism for the per-user path; answers do not depend on it).
+        owns_session: :meth:`stop` stops the session (one the connection started).
     """
 
     name = "spark"
 
-    def __init__(self, spark, partitions: int | None = None):
+    def __init__(self, spark, partitions: int | None = None, owns_session: bool = False):
         from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
         self.spark = spark
-        self.partitions = partitions
+        self.partitions, self.owns_session = partitions, owns_session
         self.errors = (PySparkException, Py4JError)
         self._frames: dict[str, Any] = {}
         self._offsets: dict[tuple, Any] = {}
@@ -262,8 +263,10 @@ class SparkBackend(Backend):
             raw = self._read_file(table)
         elif kind == "table":
             raw = self.spark.table(table.source_text)
-        else:
-            return self.spark.sql(table.source_text), False
+        else:   # a query in DuckDB's SQL, or the snapshot DuckDB made of it
+            raise ExecuteError(f"the Spark backend reads files, globs, frames and catalog tables; `{table.name}` is "
+                               f"declared from a query", hint="write the query's result to parquet and declare the "
+                                                              "table from that file")
         return self._positions(table, raw) if positions else (self._typed(table, raw), False)
 
     def _read_file(self, table: Table):
@@ -463,6 +466,11 @@ class SparkBackend(Backend):
 
     def interrupt(self) -> None:
         self.spark.sparkContext.cancelAllJobs()
+
+    def stop(self) -> None:
+        """Stop the Spark session if this backend started it."""
+        if self.owns_session:
+            self.spark.stop()
 
     @contextmanager
     def _reading(self, table: Table):
