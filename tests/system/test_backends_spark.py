@@ -28,10 +28,8 @@ pytestmark = pytest.mark.skipif(WHY is not None, reason=f"Spark backend not test
 
 
 @pytest.fixture(scope="module")
-def spark():
-    session = S.local_session("local[2]", driver_memory="512m")
-    yield session
-    session.stop()
+def spark(spark_session):
+    return spark_session
 
 
 @pytest.fixture(scope="module")
