@@ -79,9 +79,10 @@ def _open_backend(name: str, spark: Any, duck: duckdb.DuckDBPyConnection):
         if spark is not None:
             raise PlanError("spark= is for backend='spark'", hint="connect(backend='spark', spark=session)")
         return DuckDBBackend(duck)
-    from ldpql.backends.spark import SparkBackend, local_session
+    from ldpql.backends.spark import SparkBackend, session_for
     if spark is None or isinstance(spark, str):
-        return SparkBackend(local_session(spark or "local[2]"), owns_session=True)
+        session, started = session_for(spark or "local[2]")
+        return SparkBackend(session, owns_session=started)
     if not hasattr(spark, "sparkContext"):
         raise PlanError(f"spark= takes a SparkSession or a master URL, not {type(spark).__name__}")
     return SparkBackend(spark)

@@ -213,6 +213,17 @@ def local_session(master: str = "local[2]", driver_memory: str = "1g"):
     return spark
 
 
+def session_for(master: str = "local[2]"):
+    """(a session on ``master``, whether it was started here): an active session in this process is reused (and
+    must then be left running), else :func:`local_session` starts one."""
+    why = unavailable()
+    if why is not None:
+        raise ExecuteError(f"the Spark backend cannot start: {why}", hint="pip install 'ldpql[spark]' and Java 17+")
+    from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    return (active, False) if active is not None else (local_session(master), True)
+
+
 # ---- the backend -------------------------------------------------------------------------------------------------
 
 class SparkBackend(Backend):

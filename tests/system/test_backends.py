@@ -176,3 +176,25 @@ def test_unseeded_distributions_agree(request, data):
     for j in range(2):
         assert stats.ks_2samp(runs["duckdb"][:, j], runs["spark"][:, j]).pvalue > 1e-3
     assert np.std(runs["spark"][:, 0]) > 0   # fresh noise indeed
+
+
+# ---- choosing a backend ----------------------------------------------------------------------------------------
+
+def test_backend_arguments_are_checked():
+    for kwargs, message in [({"backend": "bogus"}, "backend must be 'duckdb' or 'spark'"),
+                            ({"spark": "local[2]"}, "spark= is for backend='spark'")]:
+        with pytest.raises(ldpql.PlanError, match=message):
+            ldpql.connect(**kwargs)
+
+
+@pytest.mark.skipif(SPARK_WHY is not None, reason=f"Spark backend not tested: {SPARK_WHY}")
+def test_a_spark_connection_leaves_a_running_session_running(spark_session, data):
+    """connect(backend='spark') in a process that has a session reuses it, and close() does not stop it."""
+    with pytest.raises(ldpql.PlanError, match="SparkSession or a master URL"):
+        ldpql.connect(backend="spark", spark=3)
+    con = ldpql.connect(evaluation=True, backend="spark")
+    assert con.backend.spark is spark_session
+    _declare(con, data)
+    assert con.sql("SELECT LDP_HISTOGRAM(c) FROM t EPSILON INF").fetchall()
+    con.close()
+    assert spark_session.range(3).count() == 3
