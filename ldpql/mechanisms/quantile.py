@@ -554,7 +554,21 @@ def reduce_visits(visits: list[int], weights: list[int], gamma: float) -> np.nda
         return np.array([], dtype=np.int64)
     points = math.floor(1 / gamma + 1e-9)
     q = np.minimum(gamma * np.arange(1, points + 1), 1.0)
-    return np.unique(np.rint(np.quantile(np.repeat(visits, weights), q)).astype(np.int64))
+    return np.unique(np.rint(_weighted_quantile(np.asarray(visits), np.asarray(weights), q)).astype(np.int64))
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``np.quantile(np.repeat(values, weights), q)`` (linear interpolation, numpy's arithmetic) without
+    building the repeated array, which at 10^8 users took over a gigabyte."""
+    order = np.argsort(values, kind="stable")
+    v, ends = values[order], np.cumsum(weights[order])
+    n = int(ends[-1])
+    h = (n - 1) * q
+    lo = np.floor(h).astype(np.int64)
+    t = h - lo
+    a = v[np.searchsorted(ends, lo, side="right")].astype(float)
+    b = v[np.searchsorted(ends, np.minimum(lo + 1, n - 1), side="right")].astype(float)
+    return np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)   # numpy's lerp
 
 
 @dataclass(frozen=True)

@@ -504,3 +504,15 @@ def test_grid_script_measures_a_cell_and_rescores_it(tmp_path):
         assert again[r["mechanism"]]["chosen"] == r["chosen"]
         assert again[r["mechanism"]]["shown_coverage"] == r["shown_coverage"]
     assert "regret: median" in grid.summary(rows)
+
+
+def test_reduce_visits_weighs_without_repeating_every_user():
+    """The weighted quantile equals numpy's over the repeated visits (which at 10^8 users took over a GB)."""
+    from ldpql.mechanisms.quantile import _weighted_quantile
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        k = int(rng.integers(1, 30))
+        v, w = rng.integers(0, 50, k), rng.integers(0, 6, k)
+        w[rng.integers(0, k)] += 1
+        q = np.minimum(rng.random() * 0.3 * np.arange(1, 8), 1.0)
+        assert np.array_equal(_weighted_quantile(v, w, q), np.quantile(np.repeat(v, w), q))
