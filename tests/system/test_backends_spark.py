@@ -335,8 +335,9 @@ def _as_dict(counts, cells) -> dict:
 def test_value_counts_equal_duckdb_for_any_partitioning(spark, people, partitions):
     con, table = people
     backend = S.SparkBackend(spark, partitions=partitions)   # the source read as 3 files, then repartitioned
+    # (every kind of grouping with 3 partitions; the finest one with 1 and 8)
     coin = bucket("age", 0, 100, 10)
-    for group_by in [(), ("region",), ("region", "year")]:
+    for group_by in [(), ("region",), ("region", "year")] if partitions == 3 else [("region", "year")]:
         pop = Population(table, None, group_by)
         cells = backend.cells(pop)
         if group_by:
