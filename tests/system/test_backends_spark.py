@@ -268,6 +268,8 @@ def _write_parts(tmp_path, kind: str) -> tuple[str, int]:
         t = pa.table({"rid": rid, "g": np.array(["a", "b", "c"])[rid % 3], "x": rng.integers(0, 100, n)})
         if kind == "parquet":
             pq.write_table(t, str(tmp_path / f"{name}.parquet"), row_group_size=64)
+        elif kind == "json":
+            t.to_pandas().to_json(tmp_path / f"{name}.json", orient="records", lines=True)
         else:
             t.to_pandas().to_csv(tmp_path / f"{name}.csv", index=False)
     return str(tmp_path / f"part-*.{kind}"), total
@@ -280,7 +282,7 @@ def _declare(path: str, unit: str | None = None):
     return con, con.catalog.get("t")
 
 
-@pytest.mark.parametrize("kind", ["parquet", "csv"])
+@pytest.mark.parametrize("kind", ["parquet", "csv", "json"])
 def test_row_positions_are_duckdbs_whatever_the_splits(spark, backend, tmp_path, small_splits, kind):
     path, total = _write_parts(tmp_path, kind)
     con, table = _declare(path)
