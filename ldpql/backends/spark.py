@@ -246,6 +246,7 @@ class SparkBackend(Backend):
         self.errors = (PySparkException, Py4JError)
         self._frames: dict[str, Any] = {}
         self._offsets: dict[tuple, Any] = {}
+        self._tag = f"ldpql-{id(self):x}"
 
     # -- sources ---------------------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
@@ -476,7 +477,8 @@ class SparkBackend(Backend):
         return {c: (sums[c], counts[c]) for c in randomizers}
 
     def interrupt(self) -> None:
-        self.spark.sparkContext.cancelAllJobs()
+        """Cancel this backend's running jobs (tagged: other jobs of a shared session keep running)."""
+        self.spark.sparkContext.cancelJobsWithTag(self._tag)
 
     def stop(self) -> None:
         """Stop the Spark session if this backend started it."""
@@ -485,13 +487,18 @@ class SparkBackend(Backend):
 
     @contextmanager
     def _reading(self, table: Table):
-        """Spark's errors as ExecuteError, naming the error's class only: its message may quote a row's value."""
+        """Spark's errors as ExecuteError, naming the error's class only: its message may quote a row's value.
+        The jobs started meanwhile carry this backend's tag, so that :meth:`interrupt` cancels them only."""
+        sc = self.spark.sparkContext
+        sc.addJobTag(self._tag)
         try:
             yield
         except self.errors as e:
             cond = getattr(e, "getCondition", lambda: None)() or type(e).__name__
             raise ExecuteError(f"Spark could not read `{table.name}`: {cond}",
                                hint="check that the source still exists and that Spark reads it") from None
+        finally:
+            sc.removeJobTag(self._tag)
 
 
 class _PartitionJob:

@@ -288,14 +288,14 @@ def test_row_positions_are_duckdbs_whatever_the_splits(spark, backend, tmp_path,
     con, table = _declare(path)
     assert spark.read.format(kind).option("header", True).load(path).rdd.getNumPartitions() > 4   # really split
     df, ordered = backend._population(Population(table), keys=True)
-    got = df.select("rid", "__pos", "__lo", "__hi").toPandas()
+    got = df.select("rid", "__pos", "__lo", "__hi").toArrow().to_pandas()
     assert ordered and len(got) == total
     assert (got["rid"] == got["__pos"]).all()
     duck = con.duck.execute(f"SELECT rid, row_number() OVER () - 1 AS pos FROM {table.from_sql}").fetchnumpy()
     assert np.array_equal(duck["rid"], duck["pos"])
     salt = 424242
     sliced, _ = backend._population(Population(table), Slice(0.25, 0.6, salt))
-    rows = np.sort(sliced.select("rid").toPandas()["rid"].to_numpy())
+    rows = np.sort(sliced.select("rid").toArrow().to_pandas()["rid"].to_numpy())
     u = slice_uniform(np.arange(total), salt)
     assert np.array_equal(rows, np.flatnonzero((u >= 0.25) & (u < 0.6)))
 
@@ -455,7 +455,7 @@ def test_frames_and_errors(spark, tmp_path):
     cells = backend.cells(pop)
     assert [(c.key, c.n) for c in cells] == [(("a",), 2), (("b",), 1), ((None,), 1)]
     df, ordered = backend._population(Population(table), keys=True)
-    assert ordered and sorted(df.select("__pos").toPandas()["__pos"]) == [0, 1, 2, 3]
+    assert ordered and sorted(df.select("__pos").toArrow().to_pandas()["__pos"]) == [0, 1, 2, 3]
     gone = S.SparkBackend(spark)
     with pytest.raises(ldpql.ExecuteError, match="not registered"):
         gone.cells(pop)
