@@ -181,6 +181,19 @@ def _local_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("", "file") else uri
 
 
+def _files_state(df) -> tuple:
+    """The files a DataFrame reads, with size and modification time where they are local: what the cached
+    block offsets of :meth:`SparkBackend._positions` depend on."""
+    out = []
+    for uri in sorted(df.inputFiles()):
+        try:
+            st = os.stat(_local_path(uri))
+            out.append((uri, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((uri, None, None))
+    return tuple(out)
+
+
 # ---- the session -------------------------------------------------------------------------------------------------
 
 def unavailable() -> str | None:
@@ -312,7 +325,7 @@ class SparkBackend(Backend):
         except self.errors:   # not read from files: no row order to key users by
             return self._typed(table, raw), False
         df = self._typed(table, df)
-        key = (table.source_kind, table.source_text, table.identity.fingerprint if table.identity else None)
+        key = (table.source_kind, table.source_text, _files_state(raw))   # files changed: positions again
         offsets = self._offsets.get(key)
         if offsets is None:
             blocks = (df.groupBy("__file", "__block").agg(F.min("__mid").alias("first"), F.count("*").alias("n"))
@@ -494,6 +507,7 @@ class SparkBackend(Backend):
         try:
             yield
         except self.errors as e:
+            logging.getLogger("ldpql").debug("Spark error", exc_info=True)   # the owner's process only, at DEBUG
             cond = getattr(e, "getCondition", lambda: None)() or type(e).__name__
             raise ExecuteError(f"Spark could not read `{table.name}`: {cond}",
                                hint="check that the source still exists and that Spark reads it") from None

@@ -300,6 +300,19 @@ def test_row_positions_are_duckdbs_whatever_the_splits(spark, backend, tmp_path,
     assert np.array_equal(rows, np.flatnonzero((u >= 0.25) & (u < 0.6)))
 
 
+def test_row_positions_follow_a_file_rewritten_in_place(spark, backend, tmp_path):
+    """The block offsets are kept per set of files (names, sizes, times): a file rewritten with more rows is
+    counted again, not read with the old offsets."""
+    for name, n in (("a", 30), ("b", 20)):
+        pq.write_table(pa.table({"x": np.arange(n) % 7, "g": ["p"] * n}), str(tmp_path / f"{name}.parquet"))
+    _, table = _declare(str(tmp_path / "*.parquet"))
+    first, _ = backend._population(Population(table), keys=True)
+    assert sorted(first.select("__pos").toArrow().column(0).to_pylist()) == list(range(50))
+    pq.write_table(pa.table({"x": np.arange(45) % 7, "g": ["p"] * 45}), str(tmp_path / "a.parquet"))
+    again, _ = backend._population(Population(table), keys=True)
+    assert sorted(again.select("__pos").toArrow().column(0).to_pylist()) == list(range(65))
+
+
 # ---- the backend's reads -----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
