@@ -212,7 +212,12 @@ def local_session(master: str = "local[2]", driver_memory: str = "1g"):
     why = unavailable()
     if why is not None:
         raise ExecuteError(f"the Spark backend cannot start: {why}")
+    import signal
+    import threading
+
     from pyspark.sql import SparkSession
+    main = threading.current_thread() is threading.main_thread()
+    ctrl_c = signal.getsignal(signal.SIGINT) if main else None
     spark = (SparkSession.builder.master(master).appName("ldpql")
              .config("spark.ui.enabled", "false")
              .config("spark.driver.memory", driver_memory)
@@ -220,6 +225,8 @@ def local_session(master: str = "local[2]", driver_memory: str = "1g"):
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
+    if main and ctrl_c is not None:   # pyspark installs its own Ctrl-C handler; ldpql's interrupt cancels our jobs
+        signal.signal(signal.SIGINT, ctrl_c)
     spark.sparkContext.setLogLevel("FATAL")
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):   # an error is ours to report, once
         logging.getLogger(name).setLevel(logging.CRITICAL)
