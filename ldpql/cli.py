@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(true answers; never for releases)")
     p.add_argument("--demo", action="store_true", help="declare the embedded demo table `people`")
     p.add_argument("--database", help="a DuckDB database file whose tables CREATE TABLE ... FROM may name")
+    p.add_argument("--spark", nargs="?", const="local[2]", metavar="MASTER",
+                   help="read the data with Apache Spark (pip install 'ldpql[spark]'; Java 17+): a local[2] session, "
+                        "or the master URL given (local[8], spark://host:7077, yarn)")
     p.add_argument("--format", choices=FORMATS, default="table", help="how results are printed")
     p.add_argument("--history", help="REPL history file (default: $LDPQL_HISTORY, else "
                    "$XDG_DATA_HOME/ldpql/history or ~/.local/share/ldpql/history)")
@@ -274,7 +277,8 @@ def _open(args: argparse.Namespace, progress) -> ldpql.Connection | None:
               file=sys.stderr)
     try:
         con = ldpql.connect(ledger=ledger, seed=args.seed, evaluation=args.evaluate, database=args.database,
-                            progress=progress, role="analyst" if args.analyst else "owner")
+                            progress=progress, role="analyst" if args.analyst else "owner",
+                            backend="spark" if args.spark else "duckdb", spark=args.spark)
         if args.demo:
             from ldpql import demo
             demo.load(con)

@@ -43,7 +43,8 @@ ANALYST_STATEMENTS = (ast.Select, ast.Explain, ast.ShowTables, ast.ShowBudget, a
 
 
 def connect(ledger: str | None = None, seed: int | None = None, evaluation: bool = False,
-            database: str | None = None, progress: Progress | None = None, role: str = "owner") -> "Connection":
+            database: str | None = None, progress: Progress | None = None, role: str = "owner",
+            backend: str = "duckdb", spark: Any = None) -> "Connection":
     """Open a connection.
 
     Args:
@@ -56,13 +57,35 @@ def connect(ledger: str | None = None, seed: int | None = None, evaluation: bool
         progress: called as progress(fraction, message) while a statement runs.
         role: 'owner' (declares and queries; the default) or 'analyst' (queries the owner's declared tables
             from the ledger file, nothing else).
+        backend: 'duckdb' (embedded, the default) or 'spark' (Apache Spark reads the data: ``pip install
+            'ldpql[spark]'`` and Java 17+).
+        spark: with backend='spark': an existing SparkSession, or a master URL ('local[4]', 'spark://host:7077');
+            None starts a small local[2] session, stopped by :meth:`Connection.close`.
 
     >>> import ldpql
     >>> con = ldpql.connect()
     >>> con.sql("SHOW TABLES").fetchall()
     []
     """
-    return Connection(ledger, seed, evaluation, database, progress, role)
+    return Connection(ledger, seed, evaluation, database, progress, role, backend, spark)
+
+
+BACKENDS = ("duckdb", "spark")
+
+
+def _open_backend(name: str, spark: Any, duck: duckdb.DuckDBPyConnection):
+    """The backend that reads the data: DuckDB's (sharing the connection's DuckDB), or Spark's."""
+    if name == "duckdb":
+        if spark is not None:
+            raise PlanError("spark= is for backend='spark'", hint="connect(backend='spark', spark=session)")
+        return DuckDBBackend(duck)
+    from ldpql.backends.spark import SparkBackend, session_for
+    if spark is None or isinstance(spark, str):
+        session, started = session_for(spark or "local[2]")
+        return SparkBackend(session, owns_session=started)
+    if not hasattr(spark, "sparkContext"):
+        raise PlanError(f"spark= takes a SparkSession or a master URL, not {type(spark).__name__}")
+    return SparkBackend(spark)
 
 
 def _check_arguments(ledger, seed, evaluation, database, role, progress=None) -> None:
@@ -95,10 +118,13 @@ class Connection:
     Every public method lets only :class:`ldpql.Error` escape (:func:`_guarded`)."""
 
     def __init__(self, ledger: str | None = None, seed: int | None = None, evaluation: bool = False,
-                 database: str | None = None, progress: Progress | None = None, role: str = "owner"):
+                 database: str | None = None, progress: Progress | None = None, role: str = "owner",
+                 backend: str = "duckdb", spark: Any = None):
         _check_arguments(ledger, seed, evaluation, database, role, progress)
+        if backend not in BACKENDS:
+            raise PlanError(f"backend must be 'duckdb' or 'spark', not {backend!r}")
         self.duck = _open_duckdb(None if database is None else str(database))
-        self.backend = DuckDBBackend(self.duck)
+        self.backend = _open_backend(backend, spark, self.duck)
         self.database = None if database is None else os.path.abspath(str(database))
         self.catalog = cat.Catalog()
         self.ledger = _guard(Ledger, None if ledger is None else str(ledger))
@@ -175,6 +201,8 @@ class Connection:
         identity = cat.identify(stmt.source, ast.quote_name(view), self.duck, frame=data, key=self.ledger.secret())
         table = cat.make_table(name, "frame", f"<{type(data).__name__}>", ast.quote_name(view), f"frame:{name}",
                                schema, stmt, self.duck, identity=identity)
+        if hasattr(self.backend, "register"):   # a backend that reads the frame itself (Spark)
+            self.backend.register(name, data)
         self._declare(table, None, f"register {name}")
 
     def tables(self) -> list[str]:
@@ -193,7 +221,9 @@ class Connection:
         return max(_guard(self.ledger.remaining, self.catalog.get(table).ledger_key), 0.0)
 
     def close(self) -> None:
-        """Close DuckDB and the ledger."""
+        """Close DuckDB, the ledger, and a Spark session the connection started."""
+        if hasattr(self.backend, "stop"):
+            self.backend.stop()
         self.duck.close()
         self.ledger.close()
 
