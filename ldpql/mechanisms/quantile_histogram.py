@@ -55,7 +55,8 @@ def prefix_variance(r: Randomizer, mass: np.ndarray | float, width: np.ndarray |
         var = mass * inside * (1 - inside) + (1 - mass) * outside * (1 - outside)
     else:                    # OUE: independent bits, the bins' variances add
         var = mass * p * (1 - p) + (width - mass) * q * (1 - q)
-    return var / (max(n, 1) * (p - q) ** 2)
+    with np.errstate(divide="ignore"):   # p = q in floats at a vanishing ε: the variance is infinite, as it is
+        return var / (max(n, 1) * (p - q) ** 2)
 
 
 def read_out(cdf: np.ndarray, freq: np.ndarray, tau: float, width: int, coins: int) -> int:
