@@ -106,8 +106,8 @@ def _interval(est: Estimate, j: int, p: Plan):
     if est.interval is not None:
         low, high = float(est.interval[0][j]), float(est.interval[1][j])
         return (low, high, est.interval_confidence or p.confidence)
-    value, se = float(est.values[j]), float(est.stderr[j])
-    return None if math.isnan(se) else (value - p.z * se, value + p.z * se, p.confidence)
+    value, half = float(est.values[j]), p.z * float(est.stderr[j]) + est.step / 2   # (continuity correction)
+    return None if math.isnan(half) else (value - half, value + half, p.confidence)
 
 
 def _covers(iv, truth: float) -> bool:

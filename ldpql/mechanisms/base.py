@@ -101,6 +101,12 @@ class Randomizer(ABC):
     def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
         """Closed-form variance of :meth:`estimate` when the true statistic is ``truth``."""
 
+    def step(self, n: int) -> float:
+        """The most one user's report moves :meth:`estimate` over n users, where reports are discrete (0 where they
+        are not, or where the lattice is too fine to matter). Intervals add half of it (a continuity correction):
+        when a bin's reports rarely flip, as at a high ε, one flip moves the estimate further than z·stderr."""
+        return 0.0
+
     def second_moment(self, summary: np.ndarray, n: int) -> float | None:
         """An unbiased estimate of the users' E[x²] from the release (continuous inputs), for :meth:`variance`'s
         ``second_moment``; None when the release carries none (the variance then uses its bound)."""
@@ -187,6 +193,10 @@ class HitRates:
     def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
         return debiased_variance(truth, n, self.p, self.q)
 
+    def step(self, n: int) -> float:
+        """A report's hit in a bin moves that bin's estimate by 1/(n(p − q))."""
+        return 1 / (max(n, 1) * (self.p - self.q)) if self.p > self.q else math.inf
+
 
 @dataclass(frozen=True)
 class Encoding:
@@ -267,6 +277,7 @@ class Estimate:
     extra: dict = field(default_factory=dict)
     interval: tuple[np.ndarray, np.ndarray] | None = None
     interval_confidence: float | None = None
+    step: float = 0.0   # the estimate's lattice step (Randomizer.step), for the intervals' continuity correction
 
 
 Protocol = Generator[Round, Reply, Estimate]
@@ -298,4 +309,4 @@ def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, sh
         noise, spread = randomizer.variance(plug_in, reply.n, second_moment=m2), np.maximum(m2 - plug_in ** 2, 0.0)
     sampled = max(0.0, 1 - reply.n / population) if population else 0.0
     se = np.sqrt(noise + sampled * spread / reply.n)
-    return Estimate(scale * est + shift, abs(scale) * se)
+    return Estimate(scale * est + shift, abs(scale) * se, step=abs(scale) * randomizer.step(reply.n))

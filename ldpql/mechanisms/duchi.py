@@ -58,6 +58,10 @@ class Duchi(Randomizer):
     def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
         return self.C * np.asarray(summary, dtype=float) / n
 
+    def step(self, n: int) -> float:
+        """A report flipping from -1 to +1 moves the estimate by 2C/n."""
+        return 2 * self.C / max(n, 1)
+
     def variance(self, truth: np.ndarray, n: int, second_moment: float | None = None) -> np.ndarray:
         m2 = np.square(truth) if second_moment is None else np.full(np.shape(truth), second_moment)
         return (self.C ** 2 - m2) / n
