@@ -144,11 +144,17 @@ def _data_extension(path: str) -> str | None:
     return next((e for e in DATA_EXTENSIONS if name.endswith(e)), None)
 
 
+def matched_files(pattern: str, duck: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every file a path or glob matches, in order, by DuckDB's own glob (the semantics of its readers): the
+    files a declared source is, for the ledger and for every backend that reads it."""
+    return [r[0] for r in duck.execute("SELECT file FROM glob(?)", [os.path.expanduser(pattern)]).fetchall()]
+
+
 def _files(pattern: str, duck: duckdb.DuckDBPyConnection, reads: _Reads) -> None:
-    """Every file a path or glob matches, with DuckDB's own glob (the semantics of its readers)."""
+    """The identity of a path or glob: its :func:`matched_files`."""
     if _URL.match(pattern):
         raise _opaque(f"'{pattern}' is a URL", "copy the data to a local file and declare that file")
-    files = [r[0] for r in duck.execute("SELECT file FROM glob(?)", [os.path.expanduser(pattern)]).fetchall()]
+    files = matched_files(pattern, duck)
     if not files:
         raise CatalogError(f"no file matches '{pattern}'", hint="check the path; globs such as 'data/*.csv' work")
     for f in files:

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlparse
 
+import duckdb
 import numpy as np
 
 from ldpql import expr as E
@@ -39,6 +40,7 @@ from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, slice_
 from ldpql.backends.sql import Dialect, render
 from ldpql.catalog import Table
 from ldpql.errors import ExecuteError, InternalError
+from ldpql.sources import matched_files
 
 BATCH_ROWS = 1 << 20            # rows per batch handed to the driver (DuckDB's batch size: same batches, same draws)
 CHUNK_USERS = 1 << 16           # users randomized at once on an executor (bounds its memory)
@@ -194,6 +196,33 @@ def _files_state(df) -> tuple:
     return tuple(out)
 
 
+def _json_arrays(table: Table, files: list[str]) -> bool:
+    """Whether the files hold one JSON array each (DuckDB reads both; Spark needs to be told), judged by their
+    first non-blank byte; refused when a glob mixes the two."""
+    def first(f: str) -> bytes:
+        with open(f, "rb") as fh:
+            return fh.read(4096).lstrip()[:1]
+    arrays = {first(f) == b"[" for f in files if os.path.isfile(f)}
+    if len(arrays) > 1:
+        raise ExecuteError(f"`{table.name}` mixes JSON array files and JSON-lines files, which Spark reads apart",
+                           hint="declare each kind as its own table")
+    return arrays == {True}
+
+
+def _check_reads_exactly(table: Table, files: list[str], df) -> None:
+    """Refuse when Spark would read other files than the declared ones: it skips names that begin with '_' or
+    '.', which DuckDB reads; other rows under this table's budget, or users keyed by other positions, would
+    break the ledger's per-user accounting."""
+    got = {os.path.realpath(_local_path(u)) for u in df.inputFiles()}
+    want = {os.path.realpath(f) for f in files}
+    if got != want:
+        skipped = sorted(os.path.basename(f) for f in want - got)[:3]
+        raise ExecuteError(f"Spark would not read exactly the files `{table.name}` is declared over"
+                           + (f" (it skips {', '.join(skipped)})" if skipped else ""),
+                           hint="Spark ignores files whose names begin with '_' or '.': rename them, or run "
+                                "this table on DuckDB")
+
+
 # ---- the session -------------------------------------------------------------------------------------------------
 
 def unavailable() -> str | None:
@@ -302,16 +331,23 @@ class SparkBackend(Backend):
         return self._positions(table, raw) if positions else (self._typed(table, raw), False)
 
     def _read_file(self, table: Table):
-        path = table.source_text
-        reader = self.spark.read
+        """The declared files, exactly: the list DuckDB's glob gives (the files the ledger's identity is), read by
+        name, never by pattern (Spark's globs are not recursive and read the directories they match). CSV is read
+        as DuckDB reads it (RFC 4180: a quote escapes a quote, quoted fields may hold newlines); JSON as lines,
+        or as one array per file where the files are arrays; a malformed JSON record fails the read."""
+        files = matched_files(table.source_text, duckdb.connect())   # DuckDB's glob decides what a pattern names
+        reader, path = self.spark.read, table.source_text
         if _CSV.search(path):
             header = not all(_DUCKDB_COLUMN.match(c) for c in table.columns)
             sep = "\t" if re.search(r"\.tsv", path, re.IGNORECASE) else ","
-            return reader.options(header=header, sep=sep, inferSchema=False).csv(path)   # text: typed below
-        if _JSON.search(path):
-            return reader.json(path)
-        return reader.parquet(path)
-
+            df = reader.options(header=header, sep=sep, inferSchema=False, multiLine=True, escape='"',
+                                quote='"').csv(files)   # text: typed below
+        elif _JSON.search(path):
+            df = reader.options(multiLine=_json_arrays(table, files), mode="FAILFAST").json(files)
+        else:
+            df = reader.parquet(*files)
+        _check_reads_exactly(table, files, df)
+        return df
     def _typed(self, table: Table, df):
         """A CSV's text fields converted to the types DuckDB inferred for them (a value that does not convert is
         NULL, as in DuckDB's total CSV read): the same public columns and the same values on both engines."""
