@@ -336,8 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    log = open(out / "run.log", "w")
+    with open(out / "run.log", "w") as log:
+        return _main(args, out, log)
 
+
+def _main(args, out: Path, log) -> int:
     def say(*parts):
         line = " ".join(str(p) for p in parts)
         print(line)

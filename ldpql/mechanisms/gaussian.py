@@ -479,8 +479,9 @@ def _from_sign(s: Setting, rr: RandomizedResponse, ones: float, m: int, centre: 
     return centre + s.sigma_lo * t, s.sigma_lo * se_pi / max(_N01.pdf(t), 1e-300), clipped != pi
 
 
-NOTE = ("assumes the declared Gaussian distribution (never checked against the data); the interval also allows "
-        "for the coarse stage failing with probability β")
+NOTE = ("assumes the declared Gaussian distribution (never checked against the data); the interval is for the "
+        "Gaussian's mean µ (it holds the spread of the users' values too, so it is wider than one for this column's "
+        "own mean) and allows for the coarse stage failing with probability β")
 
 
 def kv_two_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) -> Protocol:

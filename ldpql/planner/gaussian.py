@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ldpql import expr as E
 from ldpql.catalog import NumericDomain, Table
 from ldpql.grammar import ast
+from ldpql.mechanisms import Identity, one_round
 from ldpql.mechanisms import gaussian as G
 from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.planner.aggregates import AggregateSpec, mean_candidates, register_aggregate, resolve_mean
@@ -84,6 +85,9 @@ def _candidate(t: GaussianTarget, rounds: int) -> Candidate:
         return G.predicted_sd(t.setting(eps), n, rounds) if 0 < eps <= EPSILON_CAP else math.inf
 
     def protocol(eps: float):
+        if math.isinf(eps):   # noise off (EPSILON INF, EVALUATE's truth): the exact mean of the clamped values
+            half, mid = t.affine
+            return lambda n: one_round(Identity(None, "mean"), t.encoding, half, mid)
         return lambda n: G.protocol(t.setting(eps), t.value, n, rounds, t.confidence)
 
     note = ("closed form at σ = σ_max" if t.sigma[0] != t.sigma[1] else "closed form") + ", assuming the declared " \
@@ -96,7 +100,7 @@ def _candidate(t: GaussianTarget, rounds: int) -> Candidate:
 def check(t: GaussianTarget, rounds: int, eps: float, n: int) -> str | None:
     """Why the protocol cannot run at (ε, n), or None: noise off, or fewer users per level than k_min."""
     if math.isinf(eps):
-        return "no noise-off version (EPSILON INF)"
+        return None
     s = t.setting(eps)
     g, need = G.grouping(s, n, rounds), G.k_min(s)
     if g.k < need:
@@ -124,14 +128,14 @@ def describe(t: GaussianTarget, rounds: int, eps: float, n: int) -> list[str]:
     lines = [f"protocol    {name} ({how})",
              f"assumes     values ~ Gaussian, {sigma}, mean in [{s.low:g}, {s.high:g}] (declared, never checked)",
              f"groups      |U_1| = {s.levels} levels × k = {g.k:,} (bins 2^{s.lmin}..2^{s.lmax}), {second}",
-             f"thresholds  {s.profile} constants, β = {s.beta:g}, k_min = {G.k_min(s):,}; theory regime (the "
-             f"proofs' constants): {regime}",
+             (f"thresholds  {s.profile} constants, β = {s.beta:g}, k_min = {G.k_min(s):,}; theory regime (the "
+              f"proofs' constants): {regime}"),
              f"rounds      one round predicts ×{price:.2f} the two-round error" +
              (f" (√(5ρ) = {math.sqrt(5 * G.rho(s, n)):.2f})" if s.known else ""),
-             f"interval    ±z·se at {stat:.4g} if that is below 1 (the coarse stage fails with probability ≤ β), else "
-             f"at the confidence less β",
-             "privacy     pure ε-LDP, one message per user (4-ary RR, binary RR or discrete Laplace), "
-             "sequentially interactive"]
+             (f"interval    ±z·se at {stat:.4g} if that is below 1 (the coarse stage fails with probability ≤ β), else "
+              "at the confidence less β"),
+             ("privacy     pure ε-LDP, one message per user (4-ary RR, binary RR or discrete Laplace), "
+              "sequentially interactive")]
     return lines
 
 
