@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import ldpql
 from ldpql.errors import CatalogError, PlanError
 
 MU = 123.4
