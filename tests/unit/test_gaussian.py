@@ -228,3 +228,32 @@ def test_error_does_not_grow_with_the_range():
     large, _, _ = _errors(G.Setting(-1e5, 1e5, 1, 1, 1.0), 2, 20_000, 40, seed=16)
     ratio = np.median(np.abs(large)) / np.median(np.abs(small))
     assert 1 / 1.6 < ratio < 1.6
+
+
+# ---- the reproduction, reduced (examples/gaussian_paper.py) -------------------------------------------------------
+
+def _reproduction():
+    import importlib.util
+    import sys
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "examples" / "gaussian_paper.py"
+    spec = importlib.util.spec_from_file_location("gaussian_paper", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_reduced_reproduction_has_the_papers_shape():
+    """E1: KV2's normalised error ε√n·median|µ̂−µ|/σ is flat in n (about 2.6-3, the full run's 2.8 ± 0.2) once k ≥
+    k_min; E5: one round costs about √(5ρ); E4: flat in the range of µ while Duchi et al. grows with it."""
+    repro = _reproduction()
+    rows = repro.e1([20_000, 200_000], [1.0], budget=2e6, most=30)
+    kv2 = {r["n"]: r["normalised_median"] for r in rows if r["protocol"] == "KV2"}
+    assert all(2.0 < v < 4.0 for v in kv2.values()) and 1 / 1.5 < kv2[20_000] / kv2[200_000] < 1.5
+    for r in repro.e5(rows, []):
+        assert 0.5 * r["sqrt_5rho"] < r["measured_ratio"] < 1.6 * r["sqrt_5rho"]
+    e4 = {(r["protocol"], r["R"]): r["median"] for r in repro.e4(100_000, [1, 1e6], runs=8)}
+    assert 1 / 1.8 < e4[("KV2", 1e6)] / e4[("KV2", 1)] < 1.8
+    assert e4[("Duchi", 1e6)] / e4[("Duchi", 1)] > 1e4 and e4[("KV2", 1e6)] < 1e-4 * e4[("Duchi", 1e6)]
+    assert repro.crossover(100_000) < 4.0    # Duchi's prediction wins only below B = R + 4σ: never for R ≥ 0
