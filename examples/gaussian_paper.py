@@ -17,7 +17,8 @@ Every run goes through the engine's own protocols (:mod:`ldpql.mechanisms.gaussi
 (:func:`ldpql.simulation.simulate`, exact-aggregate path: each round's users are a random subset of the data,
 their reports drawn by the round's randomizer). µ is uniform on [−R, R] in every run; σ = 1 unless varied.
 
-    nice python examples/gaussian_paper.py               # default size (about 15 minutes on one core)
+    nice python examples/gaussian_paper.py               # default size (about 15 minutes of one core)
+    nice python examples/gaussian_paper.py --reuse       # keep the experiments whose CSV is already there
     python examples/gaussian_paper.py --quick            # a reduced run (about a minute)
 
 Writes CSV files, PNG plots (with matplotlib) and run.log to --out (default examples/gaussian_results).
@@ -256,7 +257,7 @@ def table43(runs) -> list[dict]:
     for (eps, n), ref in SPEC_TABLE.items():
         kv = G.Setting(-1000, 1000, 1.0, 1.0, eps, profile="paper")
         uv = G.Setting(-1000, 1000, 0.25, 16.0, eps, profile="paper")
-        runs = runs if n <= 10**5 else runs // 2
+        runs = runs if n <= 10**5 else runs // 3
         res = cells({"KV2": (kv, 2), "KV1": (kv, 1), "UV2": (uv, 2), "UV1": (uv, 1)}, n, runs,
                     seed=hash((43, eps, n)) % 2**32)
         rng = np.random.default_rng(hash((44, eps, n)) % 2**32)
@@ -333,11 +334,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a reduced run (fewer n, runs and cells)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--reuse", action="store_true", help="read the experiments whose CSV is already in --out")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "run.log", "w") as log:
+    with open(out / "run.log", "a" if args.reuse else "w") as log:
         return _main(args, out, log)
+
+
+def read(path: Path) -> list[dict]:
+    """A CSV written by :func:`write`, numbers as floats (ints where whole)."""
+    def num(v: str):
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        return int(f) if f.is_integer() and "." not in v and "e" not in v.lower() else f
+    with open(path, newline="") as f:
+        return [{k: num(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def cached(args, path: Path, compute) -> tuple[list[dict], bool]:
+    """The rows of an experiment: read from ``path`` with --reuse when it exists, else computed and written."""
+    if args.reuse and path.exists():
+        return read(path), True
+    rows = compute()
+    write(rows, path)
+    return rows, False
 
 
 def _main(args, out: Path, log) -> int:
@@ -352,7 +375,7 @@ def _main(args, out: Path, log) -> int:
         big, runs_big, ranges, e6_ns, sig, ratios = 10**5, 10, [1, 1e6], [10**4, 3 * 10**4], [1.0], [2, 256]
     else:
         ns, eps1, budget, most = [10**4, 3 * 10**4, 10**5, 3 * 10**5, 10**6, 3 * 10**6], [0.25, 0.5, 1.0, 2.0], 2.4e7, 200
-        big, runs_big, ranges, e6_ns, sig = 10**6, 30, [1, 10, 1e3, 1e6], [5000, 10**4, 2 * 10**4, 5 * 10**4, 10**5], [0.3, 1.0, 10.0]
+        big, runs_big, ranges, e6_ns, sig = 10**6, 16, [1, 10, 1e3, 1e6], [5000, 10**4, 2 * 10**4, 5 * 10**4, 10**5], [0.3, 1.0, 10.0]
         ratios = [2, 16, 256, 4096]
     start = time.time()
     rows0 = e0()
@@ -360,23 +383,20 @@ def _main(args, out: Path, log) -> int:
     say(f"E0: worst |realised − claimed| over {len(rows0)} cases:",
         max(abs(r["realised_worst"] - r["epsilon"]) for r in rows0), "all at or below ε:",
         all(r["realised_worst"] <= r["epsilon"] * (1 + 1e-12) for r in rows0))
-    rows1 = e1(ns, eps1, budget, most)
-    write(rows1, out / "e1_kv_error_vs_n.csv")
+    rows1, _ = cached(args, out / "e1_kv_error_vs_n.csv", lambda: e1(ns, eps1, budget, most))
     for r in rows1:
         say(f"E1 {r['protocol']} ε={r['epsilon']:g} n={r['n']:>8} runs={r['runs']:>3} median={r['median']:.4g} "
             f"normalised={r['normalised_median']:.3f} fail={r['failure_rate']:.2f} cover={r['coverage']:.2f}")
-    rows2 = e2([n for n in ns if n >= 3 * 10**4] or ns, sig, budget / 2, most // 2)
-    write(rows2, out / "e2_uv_error_vs_n.csv")
+    rows2, _ = cached(args, out / "e2_uv_error_vs_n.csv",
+                      lambda: e2([n for n in ns if 3 * 10**4 <= n <= 10**6] or ns, sig, budget / 4, most // 2))
     for r in rows2:
         say(f"E2 {r['protocol']} σ={r['sigma']:g} n={r['n']:>8} median={r['median']:.4g} "
             f"normalised={r['normalised_median']:.3f} σ̂={r['median_sigma_coarse']:g} cover={r['coverage']:.2f}")
-    rows3 = e3(big, ratios, runs_big)
-    write(rows3, out / "e3_sigma_range.csv")
+    rows3, _ = cached(args, out / "e3_sigma_range.csv", lambda: e3(big, ratios, runs_big))
     for r in rows3:
         say(f"E3 {r['protocol']} ratio={r['ratio']:>5} g={r['groups']:>4} median={r['median']:.4g} "
             f"relative={r['relative_to_ratio_2']:.2f} predicted={r['predicted_factor']:.2f}")
-    rows4 = e4(big, ranges, runs_big)
-    write(rows4, out / "e4_range.csv")
+    rows4, _ = cached(args, out / "e4_range.csv", lambda: e4(big, ranges, runs_big))
     for r in rows4:
         say(f"E4 {r['protocol']:>7} R={r['R']:>9g} median={r['median']:.4g} predicted sd={r['predicted_sd']:.4g}")
     say(f"E4 crossover: Duchi's predicted sd beats KV2's only when R + 4σ < {crossover(big):.3g}σ (n = {big})")
@@ -385,17 +405,14 @@ def _main(args, out: Path, log) -> int:
     for r in rows5:
         say(f"E5 {r['case']} ε={r['epsilon']:g} σ={r['sigma']:g} n={r['n']:>8} ratio={r['measured_ratio']:.2f} "
             f"√(5ρ)={r['sqrt_5rho']:.2f} predicted={r['predicted_ratio']:.2f}")
-    rows6 = e6(e6_ns, most if args.quick else 100)
-    write(rows6, out / "e6_profiles.csv")
+    rows6, _ = cached(args, out / "e6_profiles.csv", lambda: e6(e6_ns, most if args.quick else 100))
     for r in rows6:
         say(f"E6 {r['profile']:>9} n={r['n']:>7} k={r['k']:>6} k_min={r['k_min']} coarse_fail={r['coarse_failure']:.3f} "
             f"median={r['median']:.4g}")
-    rows7 = e7(big, runs_big)
-    write(rows7, out / "e7_robustness.csv")
+    rows7, _ = cached(args, out / "e7_robustness.csv", lambda: e7(big, runs_big))
     for r in rows7:
         say(f"E7 {r['data']:>10} {r['protocol']} median={r['median']:.4g} p90={r['p90']:.4g} cover={r['coverage']:.2f}")
-    rows43 = table43(10 if args.quick else 60) if not args.quick else []
-    write(rows43, out / "t43_spec_table.csv")
+    rows43, _ = cached(args, out / "t43_spec_table.csv", lambda: table43(60)) if not args.quick else ([], False)
     for r in rows43:
         say(f"T4.3 ε={r['epsilon']:g} n={r['n']:>8} {r['protocol']:>5} median/p90 = {r['median']:.4g}/{r['p90']:.4g} "
             f"(spec {r['spec_median']:g}/{r['spec_p90']:g})")

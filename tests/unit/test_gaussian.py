@@ -66,6 +66,18 @@ def test_laplace_sum_is_registered_and_audited_tight_from_both_sides():
             assert not realised_audit(r).passed
 
 
+def test_laplace_sum_at_its_production_lattice_keeps_epsilon_and_its_sensitivity_is_the_lattice():
+    """UVRR2's input is a lattice index in 0..M (the truncated value, sensitivity M) and its noise has scale M/ε: the
+    exact realised ε of the production lattice (M = 2^12, too large to enumerate) is at most ε and tight."""
+    for eps in (0.1, 1.0, 5.0):
+        r = G.LaplaceSum(eps)
+        assert r.input_size == r.cells + 1 == 4097
+        realised = r.noise.realised_epsilon()
+        assert eps - 1e-3 < realised <= eps
+    enc = G.offset_encoding(X, -3.0, 6.0)
+    assert enc.inputs(np.array([-1e300, -3.0, 0.0, 3.0, 1e300])).tolist() == [0, 0, 2048, 4096, 4096]
+
+
 @pytest.mark.parametrize("setting", [KV, UV], ids=["kv", "uv"])
 @pytest.mark.parametrize("rounds", [2, 1])
 def test_every_user_sends_one_message_through_an_audited_randomizer_at_epsilon(setting, rounds):
