@@ -138,3 +138,16 @@ def test_evaluate_coverage_of_the_interval(eval_con, gauss_file):
     r = eval_con.sql("EVALUATE SELECT LDP_MEAN(x) FROM g EPSILON 2 OPTIONS (confidence = 0.9) REPEAT 60")
     row = dict(zip(r.columns, r.fetchone()))
     assert row["coverage"] >= 0.9 and abs(row["bias"]) < 0.01
+
+
+def test_group_by_and_a_users_split_run_one_protocol_per_group_and_share(con, tmp_path):
+    rng = np.random.default_rng(4)
+    path = tmp_path / "grouped.parquet"
+    pq.write_table(pa.table({"x": np.concatenate([rng.normal(50, 2, 60_000), rng.normal(-20, 2, 60_000)]),
+                             "g": np.repeat([0, 1], 60_000)}), path)
+    con.sql(f"CREATE TABLE h FROM '{path}' (x PRIVATE BETWEEN -1000 AND 1000 DISTRIBUTION GAUSSIAN (SIGMA 2), "
+            "g PUBLIC) BUDGET EPSILON 100")
+    rows = dict(con.sql("SELECT g, LDP_MEAN(x) FROM h GROUP BY g EPSILON 1").fetchall())
+    assert abs(rows[0] - 50) < 0.3 and abs(rows[1] + 20) < 0.3
+    m, s = con.sql("SELECT LDP_MEAN(x), LDP_SUM(x) FROM h WHERE g = 0 EPSILON 2 OPTIONS (split = 'users')").fetchone()
+    assert abs(m - 50) < 0.3 and abs(s / 60_000 - 50) < 25
