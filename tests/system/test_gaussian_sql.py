@@ -151,3 +151,14 @@ def test_group_by_and_a_users_split_run_one_protocol_per_group_and_share(con, tm
     assert abs(rows[0] - 50) < 0.3 and abs(rows[1] + 20) < 0.3
     m, s = con.sql("SELECT LDP_MEAN(x), LDP_SUM(x) FROM h WHERE g = 0 EPSILON 2 OPTIONS (split = 'users')").fetchone()
     assert abs(m - 50) < 0.3 and abs(s / 60_000 - 50) < 25
+
+
+def test_python_api_declares_a_gaussian_column(con):
+    rng = np.random.default_rng(9)
+    con.register("f", pa.table({"x": rng.normal(7.0, 0.5, 50_000)}),
+                 private={"x": {"between": (-100, 100), "gaussian_sigma": (0.25, 2)}}, budget=10)
+    assert "σ between 0.25 and 2" in str(con.sql("DESCRIBE f"))
+    text = str(con.sql("EXPLAIN SELECT LDP_MEAN(x) FROM f EPSILON 1"))
+    assert "mechanism * gaussian" in text and "UVGAUSSTIMATE" in text
+    with pytest.raises(CatalogError, match="SIGMA must be positive"):
+        con.register("f2", pa.table({"x": [1.0]}), private={"x": {"between": (0, 1), "gaussian_sigma": -1}})
