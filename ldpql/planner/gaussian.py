@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from ldpql import expr as E
 from ldpql.catalog import NumericDomain, Table
@@ -82,7 +83,13 @@ def candidates(target: Target) -> list[Candidate]:
 
 def _candidate(t: GaussianTarget, rounds: int) -> Candidate:
     def predict(eps: float, n: int) -> float:
-        return G.predicted_sd(t.setting(eps), n, rounds) if 0 < eps <= EPSILON_CAP else math.inf
+        """The closed-form sd, widened by z(confidence + β)/z(confidence): the interval allows for the coarse
+        stage's failure probability β, so EXPLAIN's ±z·(this) is the interval's half-width as run."""
+        if not 0 < eps <= EPSILON_CAP:
+            return math.inf
+        stat = t.confidence + t.beta if t.confidence + t.beta < 1 else t.confidence
+        widen = NormalDist().inv_cdf(0.5 + stat / 2) / NormalDist().inv_cdf(0.5 + t.confidence / 2)
+        return G.predicted_sd(t.setting(eps), n, rounds) * widen
 
     def protocol(eps: float):
         if math.isinf(eps):   # noise off (EPSILON INF, EVALUATE's truth): the exact mean of the clamped values
@@ -91,7 +98,7 @@ def _candidate(t: GaussianTarget, rounds: int) -> Candidate:
         return lambda n: G.protocol(t.setting(eps), t.value, n, rounds, t.confidence)
 
     note = ("closed form at σ = σ_max" if t.sigma[0] != t.sigma[1] else "closed form") + ", assuming the declared " \
-        "Gaussian"
+        "Gaussian; widened for β"
     return Candidate(NAMES[rounds], "local", rounds, predict, protocol, note, check=lambda eps, n: check(t, rounds,
                      eps, n), describe=lambda eps, n: describe(t, rounds, eps, n), share_n=True,
                      aliases=("gausstimate",) if rounds == 2 else ("gausstimate_1round",))
