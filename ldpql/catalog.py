@@ -84,6 +84,9 @@ class NumericDomain:
     high: float
     integer: bool = False
     default: float | None = None
+    # DISTRIBUTION GAUSSIAN (SIGMA ...): (σ_min, σ_max), equal when σ is declared; public metadata the planner may
+    # use (the Gaussian mean protocols), never checked against the data, and bound like the range itself
+    gaussian: tuple[float, float] | None = None
 
     @property
     def null_value(self) -> float:
@@ -114,13 +117,24 @@ class NumericDomain:
 
     def describe(self) -> str:
         kind = "INTEGER " if self.integer else ""
-        return f"{kind}BETWEEN {self.low:g} AND {self.high:g}; NULL -> {self.null_value:g}; clamped"
+        text = f"{kind}BETWEEN {self.low:g} AND {self.high:g}; NULL -> {self.null_value:g}; clamped"
+        if self.gaussian is not None:
+            lo, hi = self.gaussian
+            sigma = f"σ = {lo:g}" if lo == hi else f"σ between {lo:g} and {hi:g}"
+            text += f"; declared Gaussian, {sigma} (assumed, never checked)"
+        return text
 
     def canonical(self) -> str:
         """The domain as one exact, comparable declaration (what the ledger binds): its effective NULL value is
-        always written, so ``BETWEEN 0 AND 10`` and ``BETWEEN 0 AND 10 DEFAULT 5`` are the same domain."""
+        always written, so ``BETWEEN 0 AND 10`` and ``BETWEEN 0 AND 10 DEFAULT 5`` are the same domain; a declared
+        distribution is part of it (changing it is the owner's ALTER, like changing the range)."""
         kind = "INTEGER " if self.integer else ""
-        return f"{kind}BETWEEN {_canon(self.low)} AND {_canon(self.high)} DEFAULT {_canon(self.null_value)}"
+        text = f"{kind}BETWEEN {_canon(self.low)} AND {_canon(self.high)} DEFAULT {_canon(self.null_value)}"
+        if self.gaussian is not None:
+            lo, hi = self.gaussian
+            sigma = _canon(lo) if lo == hi else f"BETWEEN {_canon(lo)} AND {_canon(hi)}"
+            text += f" DISTRIBUTION GAUSSIAN (SIGMA {sigma})"
+        return text
 
 
 @dataclass(frozen=True)
@@ -276,7 +290,27 @@ def _range_domain(d: ast.RangeDomain, default: Any, dtype: str, where: str) -> N
                                 "or drop INTEGER for a continuous range")
     if default is not None and not is_number(default):
         raise CatalogError(f"{where}: DEFAULT must be a number", hint="the value a NULL stands for, e.g. DEFAULT 0")
-    return NumericDomain(float(d.low), float(d.high), d.integer, default)
+    return NumericDomain(float(d.low), float(d.high), d.integer, default, _gaussian(d, where))
+
+
+def _gaussian(d: ast.RangeDomain, where: str) -> tuple[float, float] | None:
+    """The declared Gaussian's (σ_min, σ_max), checked: a known family, 0 < σ_min ≤ σ_max, at most 2^40 scales
+    between σ_min and the range (the protocols use one group of users per power of two in between)."""
+    dist = d.distribution
+    if dist is None:
+        return None
+    if dist.family.lower() != "gaussian":
+        raise CatalogError(f"{where}: unknown distribution `{dist.family}`", hint="the known distribution is "
+                           "GAUSSIAN, e.g. DISTRIBUTION GAUSSIAN (SIGMA 1) or (SIGMA BETWEEN 0.5 AND 8)")
+    lo, hi = dist.sigma_low, dist.sigma_high
+    if not (is_number(lo) and is_number(hi) and 0 < lo <= hi <= MAX_BOUND):
+        raise CatalogError(f"{where}: SIGMA must be positive and finite" + (", the smaller bound first" if
+                           is_number(lo) and is_number(hi) and 0 < hi < lo else f", not {lo:g} and {hi:g}"),
+                           hint="for example SIGMA 1 (known) or SIGMA BETWEEN 0.25 AND 16 (unknown, within bounds)")
+    if math.log2(max(d.high - d.low, hi) / lo) > 40:
+        raise CatalogError(f"{where}: SIGMA {lo:g} is too small for the range BETWEEN {d.low:g} AND {d.high:g}",
+                           hint="the Gaussian protocols need fewer than 40 powers of two between σ and the range")
+    return float(lo), float(hi)
 
 
 def _set_domain(d: ast.SetDomain, default: Any, dtype: str, where: str) -> CategoricalDomain:

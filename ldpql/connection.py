@@ -180,7 +180,8 @@ class Connection:
         """Declare a pandas DataFrame or Arrow table as table ``name`` (the data owner's act).
 
         ``private`` maps column -> domain: ``(lo, hi)`` for a numeric range, a list of categories, ``bool``,
-        or a dict ``{"between": (lo, hi), "integer": True, "default": v}``. Columns not named stay private
+        or a dict ``{"between": (lo, hi), "integer": True, "default": v, "gaussian_sigma": s or (a, b)}`` (the
+        last declares the values Gaussian, as ``DISTRIBUTION GAUSSIAN (SIGMA ...)`` does). Columns not named stay private
         without a domain (unusable in aggregates); ``public`` lists the public ones.
         """
         self._owner_only("register")
@@ -650,7 +651,9 @@ def _column_def(name: str, spec: Any) -> ast.ColumnDef:
     if isinstance(spec, dict):
         lo, hi = spec["between"]
         default = ast.Literal(spec["default"]) if "default" in spec else None
-        return ast.ColumnDef(name, False, True, ast.RangeDomain(lo, hi, bool(spec.get("integer"))), default)
+        return ast.ColumnDef(name, False, True, ast.RangeDomain(lo, hi, bool(spec.get("integer")),
+                                                                distribution=_gaussian(spec.get("gaussian_sigma"))),
+                             default)
     if isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, (int, float)) for v in spec):
         return ast.ColumnDef(name, False, True, ast.RangeDomain(spec[0], spec[1]))
     if isinstance(spec, (list, set, tuple)):
@@ -659,6 +662,14 @@ def _column_def(name: str, spec: Any) -> ast.ColumnDef:
         return ast.ColumnDef(name, False, True)
     raise CatalogError(f"cannot read the domain of `{name}`: {spec!r}",
                        hint="use (lo, hi), a list of categories, bool, or {'between': (lo, hi), 'integer': True}")
+
+
+def _gaussian(sigma: Any) -> ast.Distribution | None:
+    """``gaussian_sigma``: σ (known) or (σ_min, σ_max), as DISTRIBUTION GAUSSIAN (SIGMA ...) declares it."""
+    if sigma is None:
+        return None
+    lo, hi = (sigma, sigma) if not isinstance(sigma, (tuple, list)) else tuple(sigma)
+    return ast.Distribution("GAUSSIAN", lo, hi, isinstance(sigma, (tuple, list)))
 
 
 def _snake(name: str) -> str:

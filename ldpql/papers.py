@@ -57,6 +57,7 @@ MECHANISMS: dict[str, tuple[str, ...]] = {
     "ksubset_l2": ("wang2016",), "ksubset_mi": ("wang2016",), "grr": ("kairouz2016",), "oue": ("wang2017",),
     "olh": ("wang2017",), "brr": ("erlingsson2014",), "hadamard": ("acharya2019",),
     "duchi": ("duchi2018",), "piecewise": ("wang2019",), "hybrid": ("wang2019",), "rr": ("warner1965",),
+    "gaussian": ("joseph2019",), "gaussian_1round": ("joseph2019",),
 }
 
 # aggregate -> papers of the mechanisms its planner chooses from
@@ -65,7 +66,8 @@ AGGREGATES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("LDP_QUANTILE", "LDP_MEDIAN"), ("aamand2025",)),
     **dict.fromkeys(("LDP_HISTOGRAM", "LDP_FREQUENCY", "LDP_TOPK", "LDP_MODE", "LDP_COUNT_DISTINCT"),
                     ("wang2016", "kairouz2016", "wang2017", "erlingsson2014", "acharya2019")),
-    **dict.fromkeys(("LDP_MEAN", "LDP_AVG", "LDP_SUM"), ("duchi2018", "wang2019")),
+    **dict.fromkeys(("LDP_MEAN", "LDP_AVG"), ("duchi2018", "wang2019", "joseph2019")),
+    "LDP_SUM": ("duchi2018", "wang2019"),
     "LDP_COUNT": ("warner1965",),
 }
 

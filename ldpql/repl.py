@@ -136,7 +136,8 @@ STATEMENTS = {
                 ("the plan, its predicted error and the rejected candidates; with EPSILON IN, each aggregate's "
                  "predicted error and mechanism at each ε side by side; spends nothing")),
     "EVALUATE": ("EVALUATE <select> [REPEAT n]", "truth vs. estimates, RMSE, coverage (evaluation mode; NOT private)"),
-    "CREATE": ("CREATE TABLE t FROM 'file' (c PRIVATE BETWEEN lo AND hi | IN (...) | BOOLEAN, c PUBLIC, ...) "
+    "CREATE": ("CREATE TABLE t FROM 'file' (c PRIVATE BETWEEN lo AND hi [DISTRIBUTION GAUSSIAN (SIGMA s | SIGMA "
+               "BETWEEN a AND b)] | IN (...) | BOOLEAN, c PUBLIC, ...) "
                "[PRIVACY UNIT c] BUDGET EPSILON e [DELTA d] [ROUNDS k]", "declare data and its per-user budget"),
     "SHOW": ("SHOW TABLES | SHOW BUDGET [t] | SHOW LEDGER [t]", "tables, budget left, every charge"),
     "DESCRIBE": ("DESCRIBE t", "columns, visibility and declared domains"),

@@ -366,16 +366,34 @@ class Evaluate:
 # ---- CREATE TABLE -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Distribution:
+    """``DISTRIBUTION family (SIGMA s)`` or ``(SIGMA BETWEEN a AND b)``: what the owner declares the values'
+    distribution to be (public metadata, never checked against the data)."""
+
+    family: str
+    sigma_low: float
+    sigma_high: float
+    ranged: bool = False
+    pos: Pos = _pos()
+
+    def sql(self) -> str:
+        sigma = f"BETWEEN {_num(self.sigma_low)} AND {_num(self.sigma_high)}" if self.ranged else _num(self.sigma_low)
+        return f"DISTRIBUTION {self.family.upper()} (SIGMA {sigma})"
+
+
+@dataclass(frozen=True)
 class RangeDomain:
-    """``[INTEGER] BETWEEN low AND high``."""
+    """``[INTEGER] BETWEEN low AND high [DISTRIBUTION ...]``."""
 
     low: float
     high: float
     integer: bool = False
     pos: Pos = _pos()
+    distribution: Distribution | None = None
 
     def sql(self) -> str:
-        return f"{'INTEGER ' if self.integer else ''}BETWEEN {_num(self.low)} AND {_num(self.high)}"
+        dist = f" {self.distribution.sql()}" if self.distribution is not None else ""
+        return f"{'INTEGER ' if self.integer else ''}BETWEEN {_num(self.low)} AND {_num(self.high)}{dist}"
 
 
 @dataclass(frozen=True)

@@ -376,8 +376,18 @@ class _ToAst(Transformer_NonRecursive):
         return tuple(children)
 
     def range_domain(self, meta, children):
-        integer, low, high = children
-        return ast.RangeDomain(low.value, high.value, integer is not None, _pos(meta))
+        integer, low, high, dist = children
+        return ast.RangeDomain(low.value, high.value, integer is not None, _pos(meta), dist)
+
+    def distribution(self, meta, children):
+        family, (low, high, ranged) = children
+        return ast.Distribution(str(family), low, high, ranged, _pos(meta))
+
+    def sigma_value(self, meta, children):
+        return (children[0].value, children[0].value, False)
+
+    def sigma_between(self, meta, children):
+        return (children[0].value, children[1].value, True)
 
     def set_domain(self, meta, children):
         return ast.SetDomain(tuple(children), _pos(meta))

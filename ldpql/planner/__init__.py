@@ -35,11 +35,13 @@ OPTIONS = {
     "force": bool,
     "epsilon": float,
     "split": ("auto", "users", "epsilon"),
+    "beta": float,                              # Gaussian means: failure probability of the coarse stage
+    "constants": ("practical", "paper"),        # Gaussian means: thresholds profile
 }
 EXAMPLES = {"model": "model = 'local'", "delta": "delta = 1e-8", "rounds": "rounds = 1 or rounds = 'auto'",
             "mechanism": "mechanism = 'grr'", "confidence": "confidence = 0.95", "seed": "seed = 7",
             "simulation": "simulation = 'per_user'", "force": "force = true", "epsilon": "epsilon = 1",
-            "split": "split = 'users'"}
+            "split": "split = 'users'", "beta": "beta = 0.01", "constants": "constants = 'paper'"}
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ def check_option(key: str, value, node=None, text: str = ""):
         raise _error(PlanError, f"option {key} must be {kind.__name__}, not {value!r}", text, node, hint) from None
     if key == "confidence" and not 0 < value < 1:
         raise _error(PlanError, f"confidence must be between 0 and 1, not {value}", text, node, hint)
+    if key == "beta" and not 0 < value < 1:
+        raise _error(PlanError, f"beta must be between 0 and 1, not {value}", text, node, hint)
     if key == "delta" and not 0 <= value < 1:
         raise _error(PlanError, f"delta must be in [0, 1), not {value}", text, node, hint)
     if key == "rounds" and value < 1:
@@ -550,3 +554,4 @@ def _plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | 
                 ctx.options.get("simulation", "auto"), facts.remaining, ctx.notes, facts.ledger, facts.groups)
 from ldpql.planner import quantile  # noqa: F401,E402  (registers LDP_QUANTILE, LDP_MEDIAN)
 from ldpql.planner import minimum  # noqa: F401,E402  (registers LDP_MIN, LDP_MAX)
+from ldpql.planner import gaussian  # noqa: F401,E402  (LDP_MEAN on a column declared Gaussian)

@@ -18,6 +18,7 @@ from ldpql.grammar import parse_one
 from ldpql.mechanisms import REGISTRY
 from ldpql.mechanisms.base import EPSILON_CAP, below, grid_ceil
 from ldpql.mechanisms.duchi import Duchi
+from ldpql.mechanisms.gaussian import LaplaceSum
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.hadamard import HadamardResponse
 from ldpql.mechanisms.ksubset import KSubset
@@ -47,7 +48,7 @@ MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "ou
           "brr": lambda e: BRR(e, 4), "ksubset": lambda e: KSubset(e, 5, 2), "olh": lambda e: OLH(e, 4),
           "hadamard": lambda e: HadamardResponse(e, 4), "duchi": lambda e: Duchi(e), "piecewise": lambda e: Piecewise(e),
           "hybrid": lambda e: Hybrid(e),
-          "laplace_min": lambda e: LaplaceMin(e)}
+          "laplace_min": lambda e: LaplaceMin(e), "laplace_sum": lambda e: LaplaceSum(e)}
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))
