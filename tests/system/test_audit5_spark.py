@@ -577,3 +577,18 @@ def test_a_spark_dataframe_given_to_register_gets_an_ldpql_error_or_works(spark)
     else:
         assert con.sql("SHOW TABLES").fetchall()[0][0] == "s"
     con.close()
+
+
+@pytest.mark.xfail(strict=True, reason="F11: a registered Spark DataFrame has no row order; a statement that splits "
+                                       "its users fails with an internal error after the charge was taken")
+def test_a_registered_spark_dataframe_is_refused_or_answers_without_burning_budget(spark):
+    con = _connect(spark, "spark")
+    df = spark.createDataFrame(pd.DataFrame({"x": np.arange(200) % 10, "g": ["a", "b"] * 100}))
+    con.register("s", df, private={"x": (0, 9)}, public=["g"], budget=5)
+    try:
+        res = con.sql("SELECT LDP_MEAN(x), LDP_MEDIAN(x) FROM s EPSILON 1 OPTIONS (split = 'users')")
+        assert res.epsilon_spent == 1.0 and len(res.fetchall()[0]) == 2
+    except ldpql.Error:
+        assert con.remaining_budget("s") == 5.0   # a refusal must come before any charge
+    finally:
+        con.close()
