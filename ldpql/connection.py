@@ -185,6 +185,10 @@ class Connection:
         without a domain (unusable in aggregates); ``public`` lists the public ones.
         """
         self._owner_only("register")
+        if hasattr(data, "sparkSession"):   # (audit5 F11) no row order to key users by; re-evaluated at every read
+            raise CatalogError("a Spark DataFrame cannot be registered: it has no fixed rows (Spark evaluates it again "
+                               "at every read, in no set order), so its users cannot be keyed or its content bound",
+                               hint="write it to parquet (df.write.parquet(path)) and CREATE TABLE from that path")
         _check_register(name, private, public, budget, delta, privacy_unit, rounds)
         _guard(self._register, name, data, private, public, budget, delta, privacy_unit, rounds)
 

@@ -1,7 +1,9 @@
 """Apache Spark as a backend: the same statements over data that Spark reads (DESIGN §4.2, "Backends").
 
-Sources are named as Spark reads them: a file or a glob by its extension (parquet; CSV, TSV and text as CSV;
-JSON lines), a catalog table by name (``spark.table``), or a frame registered with :meth:`SparkBackend.register`.
+Sources are files or globs, read by their extension (parquet; CSV, TSV and text as CSV; JSON lines or arrays),
+exactly the files DuckDB's glob lists (the files the ledger's identity is); or a frame registered with
+:meth:`SparkBackend.register`. Catalog tables are refused: the ledger binds a table source to DuckDB's relation of
+that name, which Spark's catalog may not be.
 Encodings are :mod:`ldpql.expr` values rendered in Spark SQL (:class:`SparkDialect`); value counts are one Spark
 SQL aggregate; per-user rounds run the randomizers on the executors (``mapInArrow``), each partition returning
 its partial summaries, which the driver adds up. The planner and the ledger stay on the driver.
@@ -166,10 +168,32 @@ def _nonzero_constant(e: E.Expr) -> bool:
 
 # ---- users' keys -------------------------------------------------------------------------------------------------
 
+KEYABLE_UNITS = SparkDialect.INTEGERS | {   # unit types whose text Spark writes as DuckDB does (and DECIMAL(p, s))
+    "INTEGER", "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT", "VARCHAR", "TEXT", "STRING", "DATE",
+    "TIMESTAMP", "BOOLEAN"}
+
+
+def _keyable_unit(t: Table) -> str:
+    """The privacy unit's column, where Spark writes its values' text as DuckDB does (the key is the md5 of that
+    text: another text would be another user, and the per-user budget spent twice across backends, audit5 F3);
+    DOUBLE, FLOAT, TIMESTAMP WITH TIME ZONE and BLOB units, whose text differs, are refused."""
+    col = next((c for c in t.columns.values() if c.name.lower() == t.privacy_unit.lower()), None)
+    dtype = col.dtype.upper() if col is not None else ""
+    if dtype not in KEYABLE_UNITS and not dtype.startswith("DECIMAL"):
+        raise ExecuteError(f"the Spark backend cannot key `{t.name}`'s users by `{t.privacy_unit}` ({dtype or '?'}): "
+                           "Spark writes such values as other text than DuckDB, so users would get other keys",
+                           hint="use an integer or text privacy unit, or run this table on DuckDB")
+    return t.privacy_unit
+
+
 def unit_halves_sql(unit: str) -> tuple[str, str, str]:
     """(digest, low half, high half) Spark SQL of a privacy unit's key: the md5 hex digest of its text, then the
-    little-endian 32-bit words of digest bytes 8-11 and 12-15 as BIGINTs (``digest`` names the first column)."""
-    digest = f"md5(CAST({SPARK.name(unit)} AS STRING))"
+    little-endian 32-bit words of digest bytes 8-11 and 12-15 as BIGINTs (``digest`` names the first column). A
+    unit Spark reads as NULL where DuckDB read a value (a CSV text the two convert differently, audit5 F5) fails
+    the job rather than get a made-up key."""
+    name = SPARK.name(unit)
+    digest = (f"CASE WHEN {name} IS NULL THEN raise_error('a privacy unit Spark cannot read') "
+              f"ELSE md5(CAST({name} AS STRING)) END")
 
     def word(first_byte: int) -> str:   # hex chars of byte b are at 1-based 2b+1; little-endian: last byte first
         parts = ", ".join(f"substr(__md5, {2 * b + 1}, 2)" for b in range(first_byte + 3, first_byte - 1, -1))
@@ -322,8 +346,10 @@ class SparkBackend(Backend):
             return (df.withColumnRenamed("__ldpql_row", "__pos"), True) if ordered else (df, False)
         if kind == "file":
             raw = self._read_file(table)
-        elif kind == "table":
-            raw = self.spark.table(table.source_text)
+        elif kind == "table":   # the ledger's identity is DuckDB's relation of that name, not Spark's (audit5 F4)
+            raise ExecuteError(f"`{table.name}` is declared over a table, which the Spark backend does not read: "
+                               "Spark's catalog may name another relation than the one the budget is bound to",
+                               hint="declare the table's files by path (spark.table(name).inputFiles() lists them)")
         else:   # a query in DuckDB's SQL, or the snapshot DuckDB made of it
             raise ExecuteError(f"the Spark backend reads files, globs, frames and catalog tables; `{table.name}` is "
                                f"declared from a query", hint="write the query's result to parquet and declare the "
@@ -396,7 +422,7 @@ class SparkBackend(Backend):
         if by_position and not (ordered and (t.identity is None or t.identity.stable_rows)):
             raise InternalError(f"`{t.name}` has no stable row order to key its users by")
         if keys and t.privacy_unit:
-            digest, lo, hi = unit_halves_sql(t.privacy_unit)
+            digest, lo, hi = unit_halves_sql(_keyable_unit(t))
             df = df.withColumn("__md5", F.expr(digest)).withColumn("__lo", F.expr(lo)).withColumn(
                 "__hi", F.expr(hi)).drop("__md5")
         elif keys:
@@ -554,6 +580,9 @@ class SparkBackend(Backend):
             cond = getattr(e, "getCondition", lambda: None)() or type(e).__name__
             raise ExecuteError(f"Spark could not read `{table.name}`: {cond}",
                                hint="check that the source still exists and that Spark reads it") from None
+        except (KeyboardInterrupt, GeneratorExit):   # Ctrl-C, or a reader dropped: stop this backend's jobs too
+            self.interrupt()                          # (audit5 F10; the charge stands, as the caller says)
+            raise
         finally:
             sc.removeJobTag(self._tag)
 

@@ -87,18 +87,20 @@ def _mixed_dir(root) -> str:
     return str(d)
 
 
-@pytest.mark.xfail(strict=True, reason="F1: Spark reads a directory the glob matches (dir.csv/part-0.csv, outside "
-                                       "the ledger identity) and skips _b.csv and .c.csv (inside it)")
 def test_spark_reads_exactly_the_declared_files(spark, tmp_path):
+    """F1 (fixed): Spark is given DuckDB's list of files, not the glob, so a directory the glob matches is not
+    read; files Spark would skip (names beginning with '_' or '.') make it refuse the table instead."""
     d = _mixed_dir(tmp_path)
     got = _answers(spark, f"{d}/*.csv", "x PRIVATE INTEGER BETWEEN 0 AND 9, g PUBLIC",
                    "SELECT g, LDP_MEAN(x) FROM t GROUP BY g EPSILON INF")
     assert got["duckdb"] == [("p", pytest.approx(1.5)), ("q", 3.0), ("r", 4.0)]
+    assert got["spark"] == "ExecuteError"
+    got = _answers(spark, f"{d}/[a-z]*.csv", "x PRIVATE INTEGER BETWEEN 0 AND 9, g PUBLIC",
+                   "SELECT g, LDP_MEAN(x) FROM t GROUP BY g EPSILON INF")
+    assert got["duckdb"] == [("p", pytest.approx(1.5))]   # dir.csv is a directory: DuckDB's glob leaves it out
     assert got["spark"] == got["duckdb"]
 
 
-@pytest.mark.xfail(strict=True, reason="F1: rows of another declared source (dir.csv/*.csv, budget spent) are read "
-                                       "by Spark under this table's separate budget")
 def test_rows_outside_the_identity_are_not_read_under_its_budget(spark, tmp_path):
     d = _mixed_dir(tmp_path)
     ledger = str(tmp_path / "f1.ldpql")
@@ -109,13 +111,13 @@ def test_rows_outside_the_identity_are_not_read_under_its_budget(spark, tmp_path
     first = _analyst_runs(spark, ledger, "spark", "SELECT LDP_MEAN(x) FROM u EPSILON 1")
     assert first.epsilon_spent == 1.0   # u's only user has spent everything
     again = _analyst_runs(spark, ledger, "spark", "SELECT LDP_MEAN(x) FROM t WHERE g = 's' EPSILON 1")
-    # either the ledger knows t reads u's user (refused), or t does not read it (nobody is asked)
-    assert isinstance(again, ldpql.BudgetExceededError) or again.plan.n == 0
+    # the ledger knows t reads u's user (refused), t does not read it (nobody is asked), or Spark refuses t
+    # (F1, fixed: its glob holds _b.csv and .c.csv, which Spark would skip)
+    assert isinstance(again, (ldpql.BudgetExceededError, ldpql.ExecuteError)) or again.plan.n == 0
 
 
-@pytest.mark.xfail(strict=True, reason="F1: Spark skips _first.parquet, so row positions (users' keys) differ from "
-                                       "DuckDB's; alternating backends charges other users and spends the budget twice")
 def test_row_position_keys_keep_the_per_user_budget_across_backends(spark, tmp_path):
+    """F1 (fixed): Spark would skip _first.parquet and key users by other positions; it refuses the table."""
     d = tmp_path / "pos"
     d.mkdir()
     pq.write_table(pa.table({"g": ["a"] * 50 + ["b"] * 50, "x": np.arange(100) % 10}), str(d / "_first.parquet"))
@@ -125,12 +127,11 @@ def test_row_position_keys_keep_the_per_user_budget_across_backends(spark, tmp_p
                             "BUDGET EPSILON 1")
     sql = "SELECT LDP_MEAN(x) FROM t WHERE g = 'a' EPSILON 1"
     assert _analyst_runs(spark, ledger, "duckdb", sql).epsilon_spent == 1.0
-    assert isinstance(_analyst_runs(spark, ledger, "spark", sql), ldpql.BudgetExceededError)
+    assert isinstance(_analyst_runs(spark, ledger, "spark", sql), (ldpql.BudgetExceededError, ldpql.ExecuteError))
 
 
-@pytest.mark.xfail(strict=True, reason="F1: '**' is recursive for DuckDB (the identity) and one level for Spark, "
-                                       "which reads c.csv only")
 def test_recursive_glob_reads_the_same_files(spark, tmp_path):
+    """F1 (fixed): '**' is DuckDB's (recursive) on both backends, since Spark is given DuckDB's list."""
     d = tmp_path / "nested"
     (d / "2024" / "01").mkdir(parents=True)
     (d / "2025").mkdir()
@@ -153,9 +154,9 @@ def _notes_csv(path, odd_row: int, odd_note: str, n: int = 60) -> None:
                   "region": ["north", "south"] * (n // 2), "x": np.arange(n) % 10}).to_csv(path, index=False)
 
 
-@pytest.mark.xfail(strict=True, reason="F2: a quoted newline in a private text field splits the row on Spark; the "
-                                       "user's private x (7) is published as a GROUP BY region label")
 def test_csv_quoted_newline_stays_in_its_field(spark, tmp_path):
+    """F2 (fixed): a quoted newline in a private text field splits the row on Spark; the user's private x (7) is
+    published as a GROUP BY region label"""
     path = tmp_path / "newline.csv"
     _notes_csv(path, 37, "diagnosis:\nHIV positive")
     got = _answers(spark, str(path), "x PRIVATE INTEGER BETWEEN 0 AND 9, region PUBLIC, id PUBLIC",
@@ -164,9 +165,9 @@ def test_csv_quoted_newline_stays_in_its_field(spark, tmp_path):
     assert [r[0] for r in got["spark"]] == ["north", "south"]
 
 
-@pytest.mark.xfail(strict=True, reason="F2: a backslash before a quote in a private text field (pandas' RFC CSV) "
-                                       "shifts the fields on Spark; the text ' 7\"' is published as a region")
 def test_csv_backslash_quote_stays_in_its_field(spark, tmp_path):
+    """F2 (fixed): a backslash before a quote in a private text field (pandas' RFC CSV) shifts the fields on Spark; the
+    text ' 7'' is published as a region"""
     path = tmp_path / "backslash.csv"
     _notes_csv(path, 20, 'C:\\temp\\", 7')
     got = _answers(spark, str(path), "x PRIVATE INTEGER BETWEEN 0 AND 9, region PUBLIC, id PUBLIC",
@@ -189,10 +190,10 @@ def _unit_table(tmp_path, kind: str) -> str:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="F3: DOUBLE and TIMESTAMPTZ privacy units have other keys on Spark "
-                                       "(CAST AS STRING differs from DuckDB's text); the per-user budget is spent twice")
 @pytest.mark.parametrize("kind", ["double", "timestamptz"])
 def test_unit_keys_keep_the_per_user_budget_across_backends(spark, tmp_path, kind):
+    """F3 (fixed): DOUBLE and TIMESTAMPTZ units have other text on Spark (another key, the budget spent twice);
+    Spark refuses them."""
     path = _unit_table(tmp_path, kind)
     ledger = str(tmp_path / f"{kind}.ldpql")
     _owner_declares(ledger, f"CREATE TABLE t FROM '{path}' (x PRIVATE INTEGER BETWEEN 0 AND 9, g PUBLIC, u PUBLIC) "
@@ -212,9 +213,9 @@ def _hex_unit_csv(path, n: int = 20600) -> None:
         f.write("0x7FFFFFFF,z,3\n")
 
 
-@pytest.mark.xfail(strict=True, reason="F5/F7: a unit DuckDB reads as 2147483647 is NULL on Spark; its NULL key is "
-                                       "cast through NaN to a made-up uint64 id, so that user's spend is not found")
 def test_csv_unit_text_gets_the_same_key_on_both_backends(spark, tmp_path):
+    """F5 (fixed): a unit DuckDB reads as 2147483647 is NULL on Spark, whose NULL key was a made-up id; the job
+    now fails instead."""
     path = tmp_path / "hexunit.csv"
     _hex_unit_csv(path)
     ledger = str(tmp_path / "hex.ldpql")
@@ -227,9 +228,9 @@ def test_csv_unit_text_gets_the_same_key_on_both_backends(spark, tmp_path):
 
 # ==== F4: a table source names a DuckDB table, and Spark reads whatever its catalog calls by that name ============
 
-@pytest.mark.xfail(strict=True, reason="F4: the ledger identity is DuckDB's table `people`; Spark reads its own "
-                                       "catalog's `people` (here a view over another file) under that budget")
 def test_catalog_table_is_the_declared_relation(spark, tmp_path):
+    """F4 (fixed): the ledger's identity was DuckDB's table `people` while Spark read its own catalog's `people`
+    (a view over another file) under that budget; Spark now refuses table sources."""
     db = str(tmp_path / "db.duckdb")
     with duckdb.connect(db) as duck:
         duck.execute("CREATE TABLE people AS SELECT range AS id, range % 10 AS x, 'a' AS g FROM range(100)")
@@ -254,9 +255,8 @@ def test_catalog_table_is_the_declared_relation(spark, tmp_path):
 
 # ==== F6: JSON sources: Spark infers its own schema over every row ==============================================
 
-@pytest.mark.xfail(strict=True, reason="F6: a JSON array file that DuckDB reads (and declared) is unreadable by "
-                                       "Spark's JSON-lines reader")
 def test_json_array_file_reads_on_spark(spark, tmp_path):
+    """F6 (fixed): a JSON array file that DuckDB reads (and declared) is unreadable by Spark's JSON-lines reader"""
     path = tmp_path / "array.json"
     path.write_text(json.dumps([{"id": k, "g": "ab"[k % 2], "x": k % 10} for k in range(40)], indent=1))
     got = _answers(spark, str(path), "x PRIVATE INTEGER BETWEEN 0 AND 9, g PUBLIC",
@@ -264,9 +264,9 @@ def test_json_array_file_reads_on_spark(spark, tmp_path):
     assert got["spark"] == got["duckdb"] == [("a", 4.0), ("b", 5.0)]
 
 
-@pytest.mark.xfail(strict=True, reason="F6: a malformed JSON line (beyond DuckDB's sample) is refused by DuckDB but "
-                                       "counted by Spark as a user with NULL public columns (an extra NULL group)")
 def test_json_malformed_line_is_refused_on_spark_as_on_duckdb(spark, tmp_path):
+    """F6 (fixed): a malformed JSON line (beyond DuckDB's sample) is refused by DuckDB but counted by Spark as a user
+    with NULL public columns (an extra NULL group)"""
     path = tmp_path / "broken.json"
     lines = [json.dumps({"id": k, "g": "ab"[k % 2], "x": k % 10}) for k in range(21000)]
     lines[20900] = lines[20900][:-1]   # the closing brace lost
@@ -308,9 +308,8 @@ def test_timestamptz_group_keys_equal(spark, tmp_path):
 
 # ==== F9 (DuckDB, found by comparing with Spark): NaN read from parquet is not the declared NULL value ==========
 
-@pytest.mark.xfail(strict=True, reason="F9: DuckDB folds isnan(x) to false from parquet min/max statistics (which "
-                                       "exclude NaN), so on DuckDB a NaN takes the domain's top, not its NULL value")
 def test_nan_from_parquet_counts_as_the_null_value_on_both_backends(spark, tmp_path):
+    """F9 (fixed, DuckDB): DuckDB folded isnan(x) to false from parquet statistics, so a NaN took the domain's top."""
     path = str(tmp_path / "nan.parquet")
     pq.write_table(pa.table({"x": [1.0, float("nan"), 3.0, 4.0]}), path)
     got = _answers(spark, path, "x PRIVATE BETWEEN 0 AND 10", "SELECT LDP_MEAN(x) FROM t EPSILON INF")
@@ -579,16 +578,15 @@ def test_a_spark_dataframe_given_to_register_gets_an_ldpql_error_or_works(spark)
     con.close()
 
 
-@pytest.mark.xfail(strict=True, reason="F11: a registered Spark DataFrame has no row order; a statement that splits "
-                                       "its users fails with an internal error after the charge was taken")
 def test_a_registered_spark_dataframe_is_refused_or_answers_without_burning_budget(spark):
+    """F11 (fixed): a registered Spark DataFrame had no row order, so a statement splitting its users failed with
+    an internal error after the charge; it is refused at registration, which declares nothing."""
     con = _connect(spark, "spark")
     df = spark.createDataFrame(pd.DataFrame({"x": np.arange(200) % 10, "g": ["a", "b"] * 100}))
-    con.register("s", df, private={"x": (0, 9)}, public=["g"], budget=5)
     try:
-        res = con.sql("SELECT LDP_MEAN(x), LDP_MEDIAN(x) FROM s EPSILON 1 OPTIONS (split = 'users')")
-        assert res.epsilon_spent == 1.0 and len(res.fetchall()[0]) == 2
-    except ldpql.Error:
-        assert con.remaining_budget("s") == 5.0   # a refusal must come before any charge
+        with pytest.raises(ldpql.CatalogError, match="parquet"):
+            con.register("s", df, private={"x": (0, 9)}, public=["g"], budget=5)
+        with pytest.raises(ldpql.Error):
+            con.sql("SELECT LDP_MEAN(x) FROM s EPSILON 1")
     finally:
         con.close()
