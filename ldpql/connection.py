@@ -277,10 +277,12 @@ class Connection:
         """The tables the owner declared in this ledger, rebuilt from their CREATE statements (a frame lives in
         its owner's process only)."""
         for name, source_id, statement, database in self.ledger.tables():
-            if database == "frame" or database != self.database:   # a query resolves names in its own database
+            if database == "frame":
                 continue
             try:
                 (stmt,) = parse(statement)
+                if database != self.database and stmt.source.kind != "file":   # a name resolves in its database;
+                    continue                                                   # a file is a file from any
                 table = cat.build_table(stmt, self.duck, statement)
             except Error as e:  # the source moved or vanished: the table is unavailable here, not an error
                 log.info("table %s is not available here: %s", name, e.message)

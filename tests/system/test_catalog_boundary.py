@@ -129,3 +129,21 @@ def test_no_error_quotes_a_private_value(ev):
         err = refusal(ev, sql)
         assert not isinstance(err, (ldpql.ExecuteError, ldpql.InternalError)), str(err)
     assert [c for c in ev.ledger.charges() if c.kind == "query"] == []
+
+
+def test_a_connection_to_a_database_sees_the_owners_file_tables(tmp_path):
+    """A file is the same file whatever DuckDB database a connection opens (audit5 noticed that file tables
+    declared without one were invisible to a connection with ``database=``); tables and views still resolve in
+    the database they were declared in."""
+    import ldpql
+
+    path = tmp_path / "d.csv"
+    path.write_text("x,g\n1,a\n2,b\n")
+    ledger, db = str(tmp_path / "l.ldpql"), str(tmp_path / "db.duckdb")
+    con = ldpql.connect(ledger=ledger)
+    con.sql(f"CREATE TABLE t FROM '{path}' (x PRIVATE INTEGER BETWEEN 0 AND 9, g PUBLIC) BUDGET EPSILON 1")
+    con.close()
+    con = ldpql.connect(ledger=ledger, database=db, role="analyst")
+    assert [r[0] for r in con.sql("SHOW TABLES").fetchall()] == ["t"]
+    assert con.sql("SELECT LDP_MEAN(x) FROM t EPSILON 0.5").epsilon_spent == 0.5
+    con.close()
