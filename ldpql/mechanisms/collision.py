@@ -32,7 +32,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from ldpql.mechanisms.base import UNIFORM_BITS, Randomizer, check_epsilon, grid_ceil, register
 from ldpql.mechanisms.ternary import all_sparse, count_sparse
@@ -77,6 +76,8 @@ def total_variance(epsilon: float, d: int, s: int, t: int, n: int = 1) -> float:
 def optimal_t(epsilon: float, d: int, s: int) -> int:
     """The integer t > s minimising :func:`total_variance` (convex in t, spec §2.6), searched around the
     d ≫ s optimum t_opt = s[(e^ε+2) + √((e^ε+2)² + 4(e^ε−1))]/2."""
+    from scipy.optimize import minimize_scalar   # imported here: keeps `import ldpql` light
+
     e = math.exp(epsilon)
     guess = s * ((e + 2) + math.sqrt((e + 2) ** 2 + 4 * (e - 1))) / 2
     res = minimize_scalar(lambda t: total_variance(epsilon, d, s, t), bounds=(s + 1, 4 * guess + 4 * s),
