@@ -63,7 +63,7 @@ def rates(epsilon: float, s: int, t: int) -> tuple[float, float]:
 
 def paper_t(epsilon: float, s: int) -> int:
     """t* = ⌊s e^ε + 2s − 1⌋, the paper's and the authors' code's rule (spec §2.6, §8.11)."""
-    return int(math.floor(s * math.exp(epsilon) + 2 * s - 1))
+    return math.floor(s * math.exp(epsilon) + 2 * s - 1)
 
 
 def total_variance(epsilon: float, d: int, s: int, t: int, n: int = 1) -> float:
@@ -76,13 +76,13 @@ def total_variance(epsilon: float, d: int, s: int, t: int, n: int = 1) -> float:
 def optimal_t(epsilon: float, d: int, s: int) -> int:
     """The integer t > s minimising :func:`total_variance` (convex in t, spec §2.6), searched around the
     d ≫ s optimum t_opt = s[(e^ε+2) + √((e^ε+2)² + 4(e^ε−1))]/2."""
-    from scipy.optimize import minimize_scalar   # imported here: keeps `import ldpql` light
+    from scipy.optimize import minimize_scalar  # imported here: keeps `import ldpql` light
 
     e = math.exp(epsilon)
     guess = s * ((e + 2) + math.sqrt((e + 2) ** 2 + 4 * (e - 1))) / 2
     res = minimize_scalar(lambda t: total_variance(epsilon, d, s, t), bounds=(s + 1, 4 * guess + 4 * s),
                           method="bounded", options={"xatol": 1e-3})
-    near = {max(s + 1, int(math.floor(res.x)) + k) for k in (-1, 0, 1, 2)}
+    near = {max(s + 1, math.floor(res.x) + k) for k in (-1, 0, 1, 2)}
     return min(near, key=lambda t: total_variance(epsilon, d, s, t))
 
 

@@ -22,6 +22,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+
 from ldpql.mechanisms.base import EPSILON_CAP, Randomizer, check_epsilon, register
 from ldpql.mechanisms.collision import mix64
 from ldpql.mechanisms.duchi import Duchi
@@ -91,7 +92,7 @@ class PrivKV(_SparseAudit, Randomizer):
         self.q1, self.q2 = flip_probability(self.eps1), flip_probability(self.eps2)
 
     @classmethod
-    def nominal(cls, epsilon: float, d: int, s: int) -> "PrivKV":
+    def nominal(cls, epsilon: float, d: int, s: int) -> PrivKV:
         """The paper's PrivKV at ε₁ = ε₂ = ε/2 (it spends less than ε: see the module docstring)."""
         return cls(epsilon, d, s, epsilon / 2, epsilon / 2)
 
@@ -284,7 +285,7 @@ class PCKVGRR(_SparseAudit, Randomizer):
         self.p, self.q = self.grr.p, self.grr.q
 
     @classmethod
-    def nominal(cls, epsilon: float, d: int, s: int) -> "PCKVGRR":
+    def nominal(cls, epsilon: float, d: int, s: int) -> PCKVGRR:
         """This paper's "PCKV-GRR": GRR at ε_g = ε, which is ln(1 + (e^ε − 1)/s)-LDP."""
         return cls(math.log1p(math.expm1(epsilon) / s), d, s)
 
@@ -341,7 +342,7 @@ def succinct_eta(s: int, n: int) -> float:
 
 def clip_factor(s: int, eta: float) -> float:
     """κ = E[clip(1 + W, −η, η)], W a sum of s − 1 fair ±1: a holder's estimate is κ x_j (clipping bias)."""
-    from scipy.stats import binom   # imported here: scipy.stats adds ~1 s to `import ldpql`
+    from scipy.stats import binom  # imported here: scipy.stats adds ~1 s to `import ldpql`
 
     k = np.arange(s)
     return float(np.sum(binom.pmf(k, s - 1, 0.5) * np.clip(1 + 2 * k - (s - 1), -eta, eta)))

@@ -12,9 +12,18 @@ import pytest
 from scipy.stats import binom
 
 from ldpql.mechanisms import coco, collision
-from ldpql.mechanisms.shuffle import (blanket_central, central_epsilon, clone_delta, erlingsson_central,
-                                      feldman_central, fmt21_weights, generic_weights, grr_weights, local_epsilon,
-                                      sparse_weights)
+from ldpql.mechanisms.shuffle import (
+    blanket_central,
+    central_epsilon,
+    clone_delta,
+    erlingsson_central,
+    feldman_central,
+    fmt21_weights,
+    generic_weights,
+    grr_weights,
+    local_epsilon,
+    sparse_weights,
+)
 
 
 def brute_delta(eps0, eps_c, n, alpha1, r):
