@@ -193,6 +193,21 @@ class PCKVUE(_SparseAudit, Randomizer):
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.concatenate([(reports == 1).sum(axis=0), (reports == -1).sum(axis=0)])
 
+    def simulate(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The law of :meth:`aggregate` in O(n + d): given the sampled pairs, a user's d outputs are independent,
+        so per key the samplers of (j, +1), of (j, −1) and everyone else give three multinomials (realised rates)."""
+        keys, plus, valid = _split(x, self.d)
+        rows, col = np.arange(len(keys)), rng.integers(0, self.s, len(keys))
+        real = valid[rows, col]
+        sampled = np.where(real, keys[rows, col] + self.d * ~plus[rows, col], 2 * self.d)
+        h = np.bincount(sampled, minlength=2 * self.d + 1)[: 2 * self.d]
+        keep = self.a * (1 - self.q)
+        same, other = rng.multinomial(h, [keep, self.a - keep, 1 - self.a]).T[:2]
+        rest = rng.multinomial(len(keys) - h[: self.d] - h[self.d:], [self.b / 2, self.b / 2, 1 - self.b])
+        n1 = rest[:, 0] + same[: self.d] + other[self.d:]
+        n2 = rest[:, 1] + other[: self.d] + same[self.d:]
+        return np.concatenate([n1, n2])
+
     def _moments(self, summary, n):
         c = np.asarray(summary, dtype=float)
         return c[: self.d] / n, c[self.d:] / n

@@ -75,14 +75,14 @@ def random_sparse(n: int, d: int, s: int, rng: np.random.Generator) -> np.ndarra
 
 
 def _distinct_keys(n: int, d: int, s: int, rng: np.random.Generator) -> np.ndarray:
-    """s distinct keys per row by redrawing duplicates (cheap when s ≪ d)."""
+    """s distinct keys per row, uniform over s-subsets: rows with a repeat are redrawn whole (cheap when s ≪ d)."""
     keys = rng.integers(0, d, size=(n, s))
-    while True:
-        srt = np.sort(keys, axis=1)
-        bad = np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))
-        if not bad.size:
-            return keys
-        keys[bad] = rng.integers(0, d, size=(bad.size, s))
+    todo = np.arange(n)
+    while todo.size:
+        srt = np.sort(keys[todo], axis=1)
+        todo = todo[(srt[:, 1:] == srt[:, :-1]).any(axis=1)]
+        keys[todo] = rng.integers(0, d, size=(todo.size, s))
+    return keys
 
 
 def item_frequencies(elements: np.ndarray, d: int) -> np.ndarray:
