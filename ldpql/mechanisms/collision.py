@@ -196,6 +196,16 @@ class Collision(Randomizer):
         out = (vm + c * c * vm - 2 * c * (v[: self.d] - v[self.d:])) / np.where(present > 0, present, np.nan) ** 2
         return np.where(present > 0, out, np.inf)
 
+    def conditional(self, summary: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """SQL AVG over the users who have key j (spec §2.4, §8.22): (x̄̂_j / max(x̲̂_j, 1/n) clipped to [−1, 1],
+        its delta-method standard error at the clipped estimates, low-confidence flags where x̲̂_j < 3·sd(x̲̂_j))."""
+        f = self.estimate(summary, n)
+        mean, present = f[: self.d] - f[self.d:], f[: self.d] + f[self.d:]
+        values = np.clip(mean / np.maximum(present, 1 / n), -1, 1)
+        plug = np.clip(f, 0, 1)
+        present_sd = np.sqrt(self.mean_variance(np.clip(present, 0, 1), n))
+        return values, np.sqrt(self.conditional_variance(plug, n)), present < 3 * present_sd
+
     # -- the audits (tiny instances: every H table and every z) ---------------------------------------------
     def audit_inputs(self) -> np.ndarray:
         return np.arange(count_sparse(self.d, self.s))

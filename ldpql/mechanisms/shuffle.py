@@ -161,7 +161,7 @@ def blanket_delta(eps: float, eps0: float, n: int, form: str = "bennett") -> flo
     if form == "hoeffding":
         return range_l ** 2 / (4 * a) * (1 - g * -math.expm1(-2 * a * a / range_l ** 2)) ** n / (g * n)
     alpha, beta = var_l / max_l ** 2, a * max_l / var_l
-    phi = max((1 + beta) * math.log1p(beta) - beta, beta * beta * 1e-12)
+    phi = (1 + beta) * math.log1p(beta) - beta if beta > 1e-3 else beta ** 2 / 2 - beta ** 3 / 6 + beta ** 4 / 12
     c = alpha * phi   # E[e^{−cM}; M >= 1] for M ~ Bin(n, γ), in closed form
     expect = (1 - g + g * math.exp(-c)) ** n - (1 - g) ** n
     return expect / (math.log1p(beta) / max_l) / (g * n)

@@ -230,3 +230,25 @@ def test_elements_round_trip_and_subsampling():
     assert np.count_nonzero(sub, axis=1).tolist() == [2, 0, 2]
     x = elements_from_ternary(sub, 2)
     assert sorted(x[0].tolist()) == [0, 4 + 2] and x[1].tolist() == [-1, -1]
+
+
+def test_conditional_mean_over_a_column_with_44_percent_nulls_is_within_its_interval():
+    """SQL semantics for a nullable column (spec §1.3 item 3, §8.22): the mean over the users who have a value,
+    estimated from one Collision report per user, covers the true non-NULL mean at the stated standard error;
+    NULL-as-midpoint would be biased toward the midpoint. Three dense columns, the first 44% NULL."""
+    rng = np.random.default_rng(21)
+    n = 200_000
+    values = np.column_stack([rng.beta(5, 2, n) * 100, rng.uniform(0, 10, n), rng.normal(50, 5, n).clip(0, 100)])
+    values[rng.random(n) < 0.44, 0] = np.nan
+    lo, hi = np.array([0.0, 0.0, 0.0]), np.array([100.0, 10.0, 100.0])
+    x = elements_from_ternary(ternary_from_bounded(values, lo, hi, rng), 3)
+    c = Collision(1.0, 3, 3, collision.optimal_t(1.0, 3, 3))
+    covered = []
+    for rep in range(20):
+        est, se, low = c.conditional(c.simulate(x, np.random.default_rng(rep)), n)
+        truth = 2 * (np.nanmean(values, axis=0) - lo) / (hi - lo) - 1
+        assert not low.any()
+        covered.append(np.abs(est - truth) <= 1.96 * se)
+    assert np.mean(covered) >= 0.85   # 60 intervals at 95%: fewer than 85% covering is a broken se
+    midpoint = 2 * (np.nan_to_num(values[:, 0], nan=50.0).mean() - 0) / 100 - 1
+    assert abs(midpoint - truth[0]) > 5 * se[0]   # the old default is off by ~8 standard errors here
