@@ -7,7 +7,7 @@ Only the planner and the executor import it.
 from ldpql.mechanisms import duchi, grr, hybrid, oue, piecewise, rr  # noqa: F401  (registers the randomizers)
 from ldpql.mechanisms import hadamard, ksubset, olh, unary  # noqa: F401  (frequency oracles, seed 002)
 from ldpql.mechanisms import minimum  # noqa: F401  (min/max finding, seed 000)
-from ldpql.mechanisms import coco, collision, keyvalue  # noqa: F401  (sparse vectors and key-value, seed 003)
+from ldpql.mechanisms import coco, collision, harmony, keyvalue  # noqa: F401  (vectors and key-value, seed 003)
 from ldpql.mechanisms.base import (REGISTRY, Encoding, Estimate, Protocol, Randomizer, Reply, Round, add_virtual,
                                    debias, debiased_variance, one_round)
 from ldpql.mechanisms.identity import Identity

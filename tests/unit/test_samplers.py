@@ -27,6 +27,7 @@ from ldpql.mechanisms.ksubset import KSubset
 from ldpql.mechanisms.minimum import LaplaceMin
 from ldpql.mechanisms.olh import OLH
 from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.harmony import Harmony
 from ldpql.mechanisms.hybrid import Hybrid
 from ldpql.mechanisms.piecewise import Piecewise
 from ldpql.mechanisms.rr import RandomizedResponse, flip, flip_probability
@@ -53,7 +54,8 @@ MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "ou
           "laplace_min": lambda e: LaplaceMin(e),
           "collision": lambda e: Collision(e, 4, 2, 5), "coco": lambda e: CoCo(e, 4, 2, 6),
           "privkv": lambda e: PrivKV(e, 4, 2), "pckv_ue": lambda e: PCKVUE(e, 4, 2),
-          "pckv_grr": lambda e: PCKVGRR(e, 4, 1), "succinct": lambda e: Succinct(e, 4, 2, 1000)}
+          "pckv_grr": lambda e: PCKVGRR(e, 4, 1), "succinct": lambda e: Succinct(e, 4, 2, 1000),
+          "harmony": lambda e: Harmony(e, 3)}
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))

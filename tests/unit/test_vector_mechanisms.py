@@ -252,3 +252,14 @@ def test_conditional_mean_over_a_column_with_44_percent_nulls_is_within_its_inte
     assert np.mean(covered) >= 0.85   # 60 intervals at 95%: fewer than 85% covering is a broken se
     midpoint = 2 * (np.nan_to_num(values[:, 0], nan=50.0).mean() - 0) / 100 - 1
     assert abs(midpoint - truth[0]) > 5 * se[0]   # the old default is off by ~8 standard errors here
+
+
+def test_harmony_is_unbiased_with_its_closed_form_variance():
+    from ldpql.mechanisms.harmony import Harmony
+    rng = np.random.default_rng(22)
+    x = np.column_stack([rng.uniform(-1, 1, 50_000), np.full(50_000, 0.5), rng.choice([-1.0, 1.0], 50_000)])
+    h = Harmony(1.0, 3)
+    est = np.array([h.estimate(h.aggregate(h.randomize(x, rng)), len(x)) for _ in range(60)])
+    var = h.variance(x.mean(0), len(x), second_moment=(x ** 2).mean(0))
+    assert np.all(np.abs(est.mean(0) - x.mean(0)) < 5 * np.sqrt(var / 60))
+    assert est.var(0, ddof=1) / var == pytest.approx(np.ones(3), abs=0.4)
