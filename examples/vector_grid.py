@@ -100,27 +100,47 @@ def run_once(name: str, m, x: np.ndarray, n: int, d: int, s: int, rng: np.random
     return out
 
 
-def grid(reps: int, settings, sparsities, epsilons, mechanisms, path: Path) -> list[dict]:
+FIELDS = ("n", "d", "s", "epsilon", "mechanism", "rep", "freq_mae", "freq_mae_pp", "freq_tve", "freq_tve_pp",
+          "item_sq", "item_sq_cf", "mean_mae", "mean_mae_pp", "mean_sq", "mean_sq_cf", "mean_tve", "mean_tve_pp")
+
+
+def grid(reps: int, settings, sparsities, epsilons, mechanisms, path: Path, append: bool = False) -> list[dict]:
+    """Run the grid; every cell's rows are appended to ``path`` as soon as the cell is done (a long run that is
+    stopped keeps what it finished; ``append`` skips the cells already in the file)."""
+    done = set()
+    if append and path.exists():
+        done = {(int(r["n"]), int(r["d"]), int(r["s"]), float(r["epsilon"])) for r in csv.DictReader(open(path))}
+    else:
+        with open(path, "w", newline="") as fh:
+            csv.DictWriter(fh, FIELDS).writeheader()
     rows = []
     for si, (n, d) in enumerate(settings):
         for s in sparsities:
             for ei, eps in enumerate(epsilons):
-                t0 = time.time()
+                if (n, d, s, eps) in done:
+                    continue
+                t0, cell = time.time(), []
                 for rep in range(reps):
-                    x = random_sparse(n, d, s, np.random.default_rng([si, s, ei, rep, 99]))
+                    x = random_sparse(n, d, s, np.random.default_rng([n, d, s, ei, rep, 99]))
                     for mi, name in enumerate(mechanisms):
-                        rng = np.random.default_rng([si, s, ei, rep, mi])
+                        rng = np.random.default_rng([n, d, s, ei, rep, mi])
                         res = run_once(name, build(name, eps, d, s, n), x, n, d, s, rng)
-                        rows.append({"n": n, "d": d, "s": s, "epsilon": eps, "mechanism": name, "rep": rep}
+                        cell.append({"n": n, "d": d, "s": s, "epsilon": eps, "mechanism": name, "rep": rep}
                                     | {k: float(v) for k, v in res.items()})
+                with open(path, "a", newline="") as fh:
+                    csv.DictWriter(fh, FIELDS).writerows(cell)
+                rows += cell
                 print(f"n={n} d={d} s={s} eps={eps}: {time.time() - t0:.1f}s", flush=True)
-    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("n", "d", "s", "epsilon", "mechanism",
-                                                                            "rep"), k))
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fields)
-        w.writeheader()
-        w.writerows(rows)
     return rows
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a grid CSV, numbers as floats (blank cells left out)."""
+    out = []
+    for r in csv.DictReader(open(path)):
+        row = {k: float(v) for k, v in r.items() if v and k != "mechanism"}
+        out.append(row | {"mechanism": r["mechanism"], "n": int(r["n"]), "d": int(r["d"]), "s": int(r["s"])})
+    return out
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -130,7 +150,7 @@ def summarise(rows: list[dict]) -> dict:
         cells.setdefault((r["n"], r["d"], r["s"], r["epsilon"], r["mechanism"]), []).append(r)
     out = {}
     for key, rs in cells.items():
-        summ = {}
+        summ = {"reps": len(rs)}
         for metric in rs[0]:
             if metric.endswith(("tve", "mae", "_pp")):
                 summ[f"ln_{metric}"] = float(np.mean([math.log(r[metric]) for r in rs]))
@@ -172,22 +192,31 @@ def plot(summary: dict, path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--setting", type=int, action="append", help="indices into SETTINGS (default: all)")
+    ap.add_argument("--append", action="store_true", help="add to grid.csv, skipping the cells it has")
+    ap.add_argument("--summarise", action="store_true", help="only summarise and plot grid.csv")
     ap.add_argument("--quick", action="store_true", help="one setting, two s, three ε")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     if args.quick:
-        rows = grid(args.reps, ((10_000, 64),), (4, 8), (0.4, 1.0, 2.0), MECHANISMS, OUT / "quick.csv")
-    else:
-        rows = grid(args.reps, SETTINGS, SPARSITIES, EPSILONS, MECHANISMS, OUT / "grid.csv")
-    summary = summarise(rows)
-    with open(OUT / ("quick_summary.csv" if args.quick else "summary.csv"), "w", newline="") as fh:
-        keys = sorted({m for v in summary.values() for m in v})
+        grid(args.reps, ((10_000, 64),), (4, 8), (0.4, 1.0, 2.0), MECHANISMS, OUT / "quick.csv")
+        write_summary(summarise(read_rows(OUT / "quick.csv")), OUT / "quick_summary.csv")
+        return
+    if not args.summarise:
+        settings = [SETTINGS[i] for i in (args.setting or range(len(SETTINGS)))]
+        grid(args.reps, settings, SPARSITIES, EPSILONS, MECHANISMS, OUT / "grid.csv", append=args.append)
+    summary = summarise(read_rows(OUT / "grid.csv"))
+    write_summary(summary, OUT / "summary.csv")
+    plot(summary, OUT)
+
+
+def write_summary(summary: dict, path: Path) -> None:
+    with open(path, "w", newline="") as fh:
+        keys = sorted({m for v in summary.values() for m in v} - {"reps"})
         w = csv.writer(fh)
-        w.writerow(["n", "d", "s", "epsilon", "mechanism", *keys])
+        w.writerow(["n", "d", "s", "epsilon", "mechanism", "reps", *keys])
         for k, v in sorted(summary.items()):
-            w.writerow([*k, *(f"{v[m]:.5g}" if m in v else "" for m in keys)])
-    if not args.quick:
-        plot(summary, OUT)
+            w.writerow([*k, v["reps"], *(f"{v[m]:.5g}" if m in v else "" for m in keys)])
 
 
 if __name__ == "__main__":
