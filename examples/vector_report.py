@@ -43,9 +43,23 @@ def reduction(summary: dict, metric: str, mine: str, others: tuple[str, ...], ep
     for k, v in summary.items():
         if k[4] != mine or k[3] < eps_min or metric not in v:
             continue
-        best = min(math.exp(summary[(*k[:4], o)][metric]) for o in others if metric in summary.get((*k[:4], o), {}))
+        vals = [math.exp(summary[(*k[:4], o)][metric]) for o in others if metric in summary.get((*k[:4], o), {})]
+        if not vals:
+            continue
+        best = min(vals)
         out[(k[0], k[1])].append(1 - math.exp(v[metric]) / best)
     return {key: (float(np.mean(v)), float(np.min(v)), float(np.max(v)), len(v)) for key, v in out.items()}
+
+
+def scaling(summary: dict, metric: str, a: tuple[int, int], b: tuple[int, int], mechs=FREQ) -> dict:
+    """Mean over s and ε >= 0.1 of metric(setting b)/metric(setting a), per mechanism (geometric means)."""
+    out = {}
+    for mech in mechs:
+        r = [math.exp(summary[(*b, *k[2:4], mech)][metric] - v[metric]) for k, v in summary.items()
+             if k[:2] == a and k[4] == mech and k[3] >= 0.1 and (*b, *k[2:4], mech) in summary and metric in v]
+        if r:
+            out[mech] = float(np.mean(r))
+    return out
 
 
 def main() -> None:
@@ -67,6 +81,17 @@ def main() -> None:
         print(f"\n{title}: mean reduction [min, max] over cells with ε >= 0.1")
         for key, (m, lo, hi, cnt) in sorted(reduction(summary, metric, mine, others).items()):
             print(f"  n={key[0]:,} d={key[1]}: {m:+.1%} [{lo:+.1%}, {hi:+.1%}] ({cnt} cells)")
+    for metric in ("ln_freq_tve", "ln_freq_tve_pp", "ln_mean_tve"):
+        print(f"\nCollision vs each baseline, {metric}: mean reduction over cells with ε >= 0.1")
+        for other in (*base, "succinct", "succinct_lap"):
+            red = reduction(summary, metric, "collision", (other,))
+            if red:
+                print(f"  {other}: " + ", ".join(f"n={k[0]:,} d={k[1]}: {v[0]:+.1%}" for k, v in sorted(red.items())))
+    for metric in ("ln_freq_tve", "ln_freq_mae", "ln_mean_tve", "ln_mean_mae"):
+        for a, b in (((100_000, 256), (100_000, 512)), ((100_000, 256), (10_000, 256))):
+            sc = scaling(summary, metric, a, b, MEAN)
+            if sc:
+                print(f"\n{metric} {b} / {a}: " + ", ".join(f"{k} {v:.2f}" for k, v in sc.items()))
 
 
 if __name__ == "__main__":
