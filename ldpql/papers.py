@@ -42,6 +42,9 @@ PAPERS: dict[str, tuple[str, str, str]] = {
     "feldman2021": ("Feldman, McMillan and Talwar",
                     ("Hiding Among the Clones: A Simple and Nearly Optimal Analysis of Privacy Amplification by "
                      "Shuffling"), "FOCS 2021"),
+    "feldman2023": ("Feldman, McMillan and Talwar",
+                    "Stronger Privacy Amplification by Shuffling for Rényi and Approximate Differential Privacy",
+                    "SODA 2023"),
 }
 
 # the five papers ldpql was built from (the README lists them)
@@ -53,7 +56,8 @@ MECHANISMS: dict[str, tuple[str, ...]] = {
     "laplace_min": ("fukuchi2019",), "laplace_max": ("fukuchi2019",),
     "buckets_oue": ("wang2017",), "buckets_grr": ("kairouz2016",),   # ldpql's bucket search over an oracle
     "bayess": ("aamand2025",), "naive_nbs": ("aamand2025",), "hierarchical": ("aamand2025",),
-    "shuffle_nbs": ("aamand2025", "feldman2021"),
+    "shuffle_nbs": ("aamand2025", "feldman2023", "wang2023"),
+    "collision": ("wang2023",), "coco": ("wang2023",),
     "ksubset_l2": ("wang2016",), "ksubset_mi": ("wang2016",), "grr": ("kairouz2016",), "oue": ("wang2017",),
     "olh": ("wang2017",), "brr": ("erlingsson2014",), "hadamard": ("acharya2019",),
     "duchi": ("duchi2018",), "piecewise": ("wang2019",), "hybrid": ("wang2019",), "rr": ("warner1965",),

@@ -517,7 +517,7 @@ def _shuffle_candidate(target: QuantileTarget) -> Candidate:
     def describe(eps: float, n: int) -> list[str]:
         b = budget(eps, n)
         return _quantiles_line(taus, n) + [
-            f"shuffle     users run RR at ε₀ = {b.epsilon0:.4g} (Feldman-McMillan-Talwar bound, tight); "
+            f"shuffle     users run RR at ε₀ = {b.epsilon0:.4g} (exact clone reduction: Feldman, McMillan and Talwar 2023, computed as in Wang et al. 2023); "
             f"{b.batches} shuffled batches of >= {b.batch:,} users; δ = {b.delta:g}"]
 
     cand.predict, cand.check, cand.describe = predict, check, describe

@@ -17,14 +17,18 @@ from ldpql.catalog import Column, NumericDomain, Table
 from ldpql.grammar import parse_one
 from ldpql.mechanisms import REGISTRY
 from ldpql.mechanisms.base import EPSILON_CAP, below, grid_ceil
+from ldpql.mechanisms.coco import CoCo
+from ldpql.mechanisms.collision import Collision
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.gaussian import LaplaceSum
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.hadamard import HadamardResponse
+from ldpql.mechanisms.keyvalue import PCKVGRR, PCKVUE, PrivKV, Succinct
 from ldpql.mechanisms.ksubset import KSubset
 from ldpql.mechanisms.minimum import LaplaceMin
 from ldpql.mechanisms.olh import OLH
 from ldpql.mechanisms.oue import OUE
+from ldpql.mechanisms.harmony import Harmony
 from ldpql.mechanisms.hybrid import Hybrid
 from ldpql.mechanisms.piecewise import Piecewise
 from ldpql.mechanisms.rr import RandomizedResponse, flip, flip_probability
@@ -48,7 +52,11 @@ MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "ou
           "brr": lambda e: BRR(e, 4), "ksubset": lambda e: KSubset(e, 5, 2), "olh": lambda e: OLH(e, 4),
           "hadamard": lambda e: HadamardResponse(e, 4), "duchi": lambda e: Duchi(e), "piecewise": lambda e: Piecewise(e),
           "hybrid": lambda e: Hybrid(e),
-          "laplace_min": lambda e: LaplaceMin(e), "laplace_sum": lambda e: LaplaceSum(e)}
+          "laplace_min": lambda e: LaplaceMin(e), "laplace_sum": lambda e: LaplaceSum(e),
+          "collision": lambda e: Collision(e, 4, 2, 5), "coco": lambda e: CoCo(e, 4, 2, 6),
+          "privkv": lambda e: PrivKV(e, 4, 2), "pckv_ue": lambda e: PCKVUE(e, 4, 2),
+          "pckv_grr": lambda e: PCKVGRR(e, 4, 1), "succinct": lambda e: Succinct(e, 4, 2, 1000),
+          "harmony": lambda e: Harmony(e, 3)}
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))
