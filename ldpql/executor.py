@@ -73,6 +73,8 @@ class Executor:
         self._at, self._planned = (0, 0, 1), 1   # (round, batch, batches in it) and the rounds planned (progress)
         self.cache: dict | None = None  # value counts kept across runs (EVALUATE repeats a statement)
         self.canonical = False          # per-user rounds from value counts in a fixed order (seeded runs)
+        self.seeded = True              # False: no run has to be reproduced, so a backend that randomizes users
+                                        # where it reads them (Spark's executors) may do so
 
     def run(self, plan: Plan, cells: list[Cell], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run every aggregate on every cell; returns {(aggregate index, cell index): Estimate}."""
@@ -254,6 +256,12 @@ class Executor:
         the seed, the row order and the backend's batch size, not on thread timing. The backend reads ahead in
         a thread of its own (bounded), and worker threads randomize (numpy releases the GIL).
         """
+        remote = getattr(self.backend, "randomized", None)
+        if remote is not None and not self.seeded:   # its draws follow the partitioning: unseeded runs only
+            seq = rng.bit_generator.seed_seq
+            got = remote(self._pop, self._cells, next(iter(rounds.values())).encoding.expr, users,
+                         {c: r.randomizer for c, r in rounds.items()}, seq.entropy, tuple(seq.spawn_key))
+            return {c: Reply(s, n) for c, (s, n) in got.items()}
         seeds = rng.bit_generator.seed_seq.spawn(PARTS)
         gens = [np.random.Generator(np.random.SFC64(s)) for s in seeds]
         sums: dict[int, np.ndarray] = {}
