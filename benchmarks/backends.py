@@ -635,7 +635,7 @@ class Bench:
             return
         directory = generate(self.args.data, n)
         rows, same = [], []
-        for agg in ("histogram", "mean", "median"):
+        for agg in self.args.partition_aggregates:
             call, reads = AGGREGATES[agg]
             answers = set()
             for p in self.args.partitions:
@@ -748,6 +748,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--partition-rows", type=float, default=None, help="rows for the partitions section "
                                                                         "(default: the smallest --rows)")
     ap.add_argument("--no-partitions", action="store_true")
+    ap.add_argument("--partition-aggregates", default="histogram,median", type=lambda s: s.split(","),
+                    help="aggregates timed at each partition count (default histogram,median)")
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     ap.add_argument("--grouped-rows", type=int, default=200_000)
     ap.add_argument("--evaluate-rows", type=int, default=53_940)

@@ -12,7 +12,8 @@ values that the backend (:mod:`ldpql.backends`) renders.
   is a random subset of them, independent of their values: it is drawn from the users not yet asked
   (:class:`ldpql.backends.memory.SlicedUsers`), the same law as the users a fresh hash would put there.
 - Per user: the backend streams the users' inputs in batches (bounded memory), the driver randomizes every
-  user and adds up the summaries batch by batch.
+  user and adds up the summaries batch by batch. Without a seed, a backend that can randomize users where it
+  reads them (``randomized``: Spark's executors) does so and returns the summaries only.
 
 Users are split among aggregates (a users split) by the backend's portable slice of their 64-bit keys under a
 salt drawn from the statement's entropy. ``touched`` turns true just before the first read of a private value
