@@ -565,7 +565,7 @@ class Bench:
     def skipped(self, backend: str, agg: str, n: int) -> dict | None:
         """A run left out (``--skip``, or BayeSS above ``--bayess-rows``), with the reason, or None."""
         if agg == "bayess" and n > self.args.bayess_rows:
-            return {"ok": False, "skipped": f"not measured: BayeSS forced only up to {self.args.bayess_rows:,} rows"}
+            return {"ok": False, "skipped": f"not measured: BayeSS forced only up to {int(self.args.bayess_rows):,} rows"}
         for item in self.args.skip:
             b, a, rows, *why = item.split(":", 3)
             if b in (backend, "*") and a in (agg, "*") and int(float(rows)) == n:
