@@ -61,7 +61,12 @@ MARK = "@@ldpql-bench@@ "   # the child's result line
 # the adaptive protocol (many rounds: the case the issue's round driver is about)
 AGGREGATES = {"histogram": ("LDP_HISTOGRAM(c)", ("c",)), "mean": ("LDP_MEAN(y)", ("y",)),
               "mean_x": ("LDP_MEAN(x)", ("x",)), "median": ("LDP_MEDIAN(x)", ("x",)),
-              "bayess": ("LDP_MEDIAN(x) OPTIONS (mechanism = 'bayess')", ("x",))}
+              "bayess": ("LDP_MEDIAN(x) OPTIONS (mechanism = 'bayess')", ("x",)),
+              "mean_noseed": ("LDP_MEAN(y)", ("y",))}
+# without a seed: a seeded run up to 2^27 users randomizes users rebuilt from value counts (the same answer on every
+# backend), an unseeded one streams every row to the driver (the per-user path every production mean takes)
+UNSEEDED = {"mean_noseed"}
+LABELS = {"mean_noseed": "LDP_MEAN(y), no seed (per-user path)"}
 
 
 def select(agg: str, group: str | None = None) -> str:
@@ -283,10 +288,12 @@ def child(spec: dict) -> None:
             session.sparkContext.setJobGroup("ldpql-bench", "benchmark statement")
         jvm = _jvm_pid(session) if session is not None else None
         read0 = rchar() + (rchar(jvm) if jvm else 0)
+        cpu0 = tree_cpu()
         t0 = time.perf_counter()
         res = con.sql(spec["statement"])
         rows = res.fetchall()
         out["run_s"] = time.perf_counter() - t0
+        out["cpu_s"] = tree_cpu() - cpu0
         out["read_bytes"] = rchar() + (rchar(jvm) if jvm else 0) - read0
         if profiler is not None:
             profiler.disable()
@@ -338,6 +345,28 @@ def _jvm_pid(session) -> int | None:
 def _jvm_hwm(session) -> int:
     pid = _jvm_pid(session)
     return vm_hwm_kb(pid) if pid else 0
+
+
+def tree_cpu() -> float:
+    """CPU seconds (user + system) used so far by this process and every live descendant (the JVM, pyspark's
+    Python workers): /proc/<pid>/stat fields 14-15, in clock ticks."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(d.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    me, total, frontier = os.getpid(), 0.0, {os.getpid()}
+    total += stats.get(me, (0, 0.0))[1]
+    while frontier:
+        kids = {pid for pid, (ppid, _) in stats.items() if ppid in frontier}
+        total += sum(stats[k][1] for k in kids)
+        frontier = kids
+    return total
 
 
 def rchar(pid: int | str = "self") -> int:
@@ -394,8 +423,9 @@ def run_child(spec: dict, timeout: float) -> dict:
             out["error"] = f"timed out after {timeout:.0f} s" if timed_out else " / ".join(tail)[:300] or \
                 f"exit code {proc.returncode}"
     out["rss_mb"] = (usage.ru_maxrss + out.get("jvm_hwm_kb", 0)) / 1024 if usage else None
+    out["child_cpu_s"] = usage.ru_utime + usage.ru_stime if usage else None
     out["wall_s"] = time.perf_counter() - started
-    out["load"] = load
+    out["load"], out["load_end"] = load, os.getloadavg()[0]
     out["spec"] = {k: v for k, v in spec.items() if k != "statement"} | {"statement": spec["statement"]}
     return out
 
@@ -428,7 +458,7 @@ def error_of(agg: str, truth, rows: list) -> str:
     try:
         if agg in ("median", "bayess"):
             return f"rank err {rank_error(truth['x_counts'], rows[0][-1]):.4f}"
-        if agg == "mean":
+        if agg in ("mean", "mean_noseed"):
             return f"abs err {abs(float(rows[0][-1]) - float(truth['y_mean'])):.4f}"
         if agg == "mean_x":
             counts = truth["x_counts"]
@@ -453,9 +483,19 @@ def rank_error(counts, value) -> float:
 def fmt_s(r: dict | None) -> str:
     if r is None:
         return "-"
+    if r.get("skipped"):
+        return r["skipped"]
     if not r.get("ok"):
         return "failed: " + str(r.get("error", "?"))[:80]
     return f"{r['run_s']:.2f}"
+
+
+def fmt_cpu(r: dict | None) -> str:
+    return f"{r['cpu_s']:.1f}" if r and r.get("ok") and r.get("cpu_s") is not None else "-"
+
+
+def fmt_start(r: dict | None) -> str:
+    return f"{r['declare_s']:.1f}" if r and r.get("declare_s") is not None else "-"
 
 
 def fmt_mb(r: dict | None) -> str:
@@ -522,6 +562,17 @@ class Bench:
                 break
         return kept
 
+    def skipped(self, backend: str, agg: str, n: int) -> dict | None:
+        """A run left out (``--skip``, or BayeSS above ``--bayess-rows``), with the reason, or None."""
+        if agg == "bayess" and n > self.args.bayess_rows:
+            return {"ok": False, "skipped": f"not measured: BayeSS forced only up to {int(self.args.bayess_rows):,} rows"}
+        for item in self.args.skip:
+            b, a, rows, *why = item.split(":", 3)
+            if b in (backend, "*") and a in (agg, "*") and int(float(rows)) == n:
+                reason = why[0] if why else "left out (--skip)"
+                return {"ok": False, "skipped": f"not measured: {reason}"}
+        return None
+
     def emit(self, text: str) -> None:
         print(text, flush=True)
         self.md.append(text)
@@ -536,22 +587,33 @@ class Bench:
             truth = np.load(directory / "truth.npz")
             best = self.args.best_of if n <= 10 ** 7 else 1
             for agg, (call, reads) in AGGREGATES.items():
-                per = {b: self.run(b, directory, select(agg), reads, best) for b in self.backends}
+                if agg in UNSEEDED and n not in self.args.unseeded_rows:
+                    continue
+                per = {b: self.skipped(b, agg, n) or self.run(b, directory, select(agg), reads, best,
+                                                              **({"seed": None} if agg in UNSEEDED else {}))
+                       for b in self.backends}
                 found[(n, agg)] = per
                 d, s = per.get("duckdb"), per.get("spark")
                 mech = next((f"{r['mechanism']} ({r['rounds']} round{'s' if r['rounds'] != 1 else ''})"
                              for r in per.values() if r.get("ok") and r.get("mechanism")), "-")
                 errors = " / ".join(error_of(agg, truth, r["rows"]) if r.get("ok") else "-" for r in per.values())
-                rows.append([f"{n:,}", call, mech, fmt_s(d), fmt_mb(d), fmt_rate(d, n), fmt_reads(d), fmt_s(s),
-                             fmt_mb(s), fmt_rate(s, n), fmt_reads(s), errors])
-        self.emit(f"## Aggregates (EPSILON {EPSILON}, evaluation mode, seed {SEED}; best of {self.args.best_of} "
-                  "fresh processes up to 10^7 rows, one run above)\n")
-        self.emit(table(["rows", "aggregate", "mechanism (rounds)", "DuckDB s", "DuckDB peak MB", "DuckDB users/s",
-                         "DuckDB column reads", "Spark s", "Spark peak MB", "Spark users/s", "Spark column reads",
+                load = "/".join(f"{r['load']:.1f}" if r.get("load") is not None else "-" for r in per.values())
+                rows.append([f"{n:,}", LABELS.get(agg, call), mech, fmt_s(d), fmt_cpu(d), fmt_mb(d), fmt_rate(d, n),
+                             fmt_reads(d), fmt_s(s), fmt_cpu(s), fmt_start(s), fmt_mb(s), fmt_rate(s, n),
+                             fmt_reads(s), load, errors])
+        self.emit(f"## Aggregates (EPSILON {EPSILON}, evaluation mode, seed {SEED} unless said; best of "
+                  f"{self.args.best_of} fresh processes up to 10^7 rows, one run above)\n")
+        self.emit(table(["rows", "aggregate", "mechanism (rounds)", "DuckDB s", "DuckDB CPU s", "DuckDB peak MB",
+                         "DuckDB users/s", "DuckDB column reads", "Spark s", "Spark CPU s", "Spark start s",
+                         "Spark peak MB", "Spark users/s", "Spark column reads", "load (DuckDB/Spark)",
                          "error vs truth (DuckDB / Spark)"], rows))
-        self.emit("\ns: the statement alone (connection and declaration excluded); peak MB: ru_maxrss of the fresh "
-                  "process that ran it (plus the JVM's VmHWM for Spark); column reads: bytes the process read "
-                  "during the statement over the compressed bytes of the columns it uses (1 = one scan).")
+        self.emit("\ns: wall time of the statement alone (connection and declaration excluded; an upper bound: the "
+                  "2 cores are shared with other work, see the load); CPU s: user + system seconds over the "
+                  "statement of the process and all its descendants (the JVM and pyspark's Python workers "
+                  "included); Spark start s: import, session start and the declarations, before the statement; "
+                  "peak MB: ru_maxrss of the fresh process that ran it (plus the JVM's VmHWM for Spark); column "
+                  "reads: bytes the process (and the JVM) read during the statement over the compressed bytes of "
+                  "the columns it uses (1 = one scan); load: 1-minute load average when the run started.")
         ratios = []
         for n in sizes:
             def rt(top: str, bottom: str, backend: str, n: int = n) -> str:
@@ -572,19 +634,24 @@ class Bench:
             self.emit(f"spark: not available ({self.spark_reason})")
             return
         directory = generate(self.args.data, n)
-        rows = []
-        for agg in ("histogram", "mean", "median"):
+        rows, same = [], []
+        for agg in self.args.partition_aggregates:
             call, reads = AGGREGATES[agg]
+            answers = set()
             for p in self.args.partitions:
                 r = self.run("spark", directory, select(agg), reads, partitions=p)
-                rows.append([call, p, fmt_s(r), fmt_mb(r), fmt_rate(r, n), r.get("jobs", "-"), fmt_reads(r),
-                             str(r["rows"][0][-1])[:12] if r.get("ok") and r.get("rows") else "-",
-                             r.get("connect") or "-"])
-        self.emit(table(["aggregate", "partitions", "Spark s", "peak MB", "users/s", "Spark jobs", "column reads",
-                         "answer (first row)", "connect(...) took"], rows))
-        self.emit("\nPartitions are set on the session (input split size, shuffle partitions, default parallelism) "
-                  "and passed as `partitions=` when `ldpql.connect(backend='spark', ...)` accepts it (last column).")
-        self.emit("\nWith one seed the answers must not change with the partition count.")
+                if r.get("ok"):
+                    answers.add(json.dumps(r["rows"]))
+                rows.append([call, p, fmt_s(r), fmt_cpu(r), fmt_mb(r), fmt_rate(r, n), r.get("jobs", "-"),
+                             fmt_reads(r), str(r["rows"][0][-1])[:12] if r.get("ok") and r.get("rows") else "-",
+                             f"{r['load']:.1f}" if r.get("load") is not None else "-"])
+            same.append(f"{call}: {'the same answer (every row, full precision)' if len(answers) == 1 else 'DIFFERENT answers' if answers else 'no answer'} at partition counts {self.args.partitions}")
+        self.emit(table(["aggregate", "partitions", "Spark s", "CPU s", "peak MB", "users/s", "Spark jobs",
+                         "column reads", "answer (first row)", "load"], rows))
+        self.emit("\nSeed " + str(SEED) + ": " + "; ".join(same) + ".")
+        self.emit("\nPartitions are set on the session (input split size `spark.sql.files.maxPartitionBytes` = the "
+                  "data's bytes / partitions, shuffle partitions, default parallelism); `ldpql.connect(backend="
+                  "'spark', spark=session)`.")
 
     def targets(self, found: dict, sizes: list[int]) -> None:
         """Section 2: the issue's three targets."""
@@ -672,7 +739,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--generate", action="store_true", help="only write the data for --rows (default 1e7,1e8)")
     ap.add_argument("--billion", action="store_true", help="also 10^9 rows (~15 GB)")
     ap.add_argument("--backends", default="duckdb,spark", type=lambda s: s.split(","))
-    ap.add_argument("--partitions", default="2,8,32", type=lambda s: [int(v) for v in s.split(",")])
+    ap.add_argument("--partitions", default="2,8,32,128", type=lambda s: [int(v) for v in s.split(",")])
+    ap.add_argument("--bayess-rows", type=float, default=1e8, help="force BayeSS only up to this many rows")
+    ap.add_argument("--unseeded-rows", default="1e7", type=parse_rows,
+                    help="sizes at which to time LDP_MEAN(y) without a seed (the per-user path)")
+    ap.add_argument("--skip", default=[], type=lambda s: [v for v in s.split(",") if v],
+                    help="runs to leave out, 'backend:aggregate:rows[:reason]' ('*' for any), comma-separated")
+    ap.add_argument("--partition-rows", type=float, default=None, help="rows for the partitions section "
+                                                                        "(default: the smallest --rows)")
+    ap.add_argument("--no-partitions", action="store_true")
+    ap.add_argument("--partition-aggregates", default="histogram,median", type=lambda s: s.split(","),
+                    help="aggregates timed at each partition count (default histogram,median)")
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     ap.add_argument("--grouped-rows", type=int, default=200_000)
     ap.add_argument("--evaluate-rows", type=int, default=53_940)
@@ -709,7 +786,8 @@ def main(argv: list[str] | None = None) -> None:
     bench = Bench(args, spark_reason)
     bench.emit(header(args, spark_reason))
     found = bench.aggregates(sizes)
-    bench.partitions(min(sizes))
+    if not args.no_partitions:
+        bench.partitions(int(args.partition_rows) if args.partition_rows else min(sizes))
     if not args.no_targets:
         bench.targets(found, sizes)
     if args.profile:

@@ -323,6 +323,7 @@ class Connection:
             _check_accuracy(p)
             ex = Executor(self.backend, self.progress)
             ex.canonical = self._seeded(p) and p.n <= CANONICAL_USERS   # seeded: the data and the seed decide
+            ex.seeded = self._seeded(p)
             tasks = ex.start(p, cells) if p.n else []   # a protocol that refuses its group raises here: nothing spent
             if p.n == 0 or math.isinf(p.epsilon):
                 if math.isinf(p.epsilon):
@@ -457,6 +458,7 @@ class Connection:
             self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
             ex = Executor(self.backend, self.progress)
             ex.cache, ex.canonical = {}, self._seeded(p) and p.n <= CANONICAL_USERS
+            ex.seeded = self._seeded(p)
             exact_plan = dataclasses.replace(p, aggregates=[dataclasses.replace(a, epsilon=math.inf, users=(0.0, 1.0))
                                                             for a in p.aggregates], epsilon=math.inf)
             truth = ex.run(exact_plan, cells, 0) if p.n else {}

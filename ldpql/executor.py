@@ -12,7 +12,8 @@ values that the backend (:mod:`ldpql.backends`) renders.
   is a random subset of them, independent of their values: it is drawn from the users not yet asked
   (:class:`ldpql.backends.memory.SlicedUsers`), the same law as the users a fresh hash would put there.
 - Per user: the backend streams the users' inputs in batches (bounded memory), the driver randomizes every
-  user and adds up the summaries batch by batch.
+  user and adds up the summaries batch by batch. Without a seed, a backend that can randomize users where it
+  reads them (``randomized``: Spark's executors) does so and returns the summaries only.
 
 Users are split among aggregates (a users split) by the backend's portable slice of their 64-bit keys under a
 salt drawn from the statement's entropy. ``touched`` turns true just before the first read of a private value
@@ -73,6 +74,8 @@ class Executor:
         self._at, self._planned = (0, 0, 1), 1   # (round, batch, batches in it) and the rounds planned (progress)
         self.cache: dict | None = None  # value counts kept across runs (EVALUATE repeats a statement)
         self.canonical = False          # per-user rounds from value counts in a fixed order (seeded runs)
+        self.seeded = True              # False: no run has to be reproduced, so a backend that randomizes users
+                                        # where it reads them (Spark's executors) may do so
 
     def run(self, plan: Plan, cells: list[Cell], entropy: int) -> dict[tuple[int, int], Estimate]:
         """Run every aggregate on every cell; returns {(aggregate index, cell index): Estimate}."""
@@ -254,6 +257,12 @@ class Executor:
         the seed, the row order and the backend's batch size, not on thread timing. The backend reads ahead in
         a thread of its own (bounded), and worker threads randomize (numpy releases the GIL).
         """
+        remote = getattr(self.backend, "randomized", None)
+        if remote is not None and not self.seeded:   # its draws follow the partitioning: unseeded runs only
+            seq = rng.bit_generator.seed_seq
+            got = remote(self._pop, self._cells, next(iter(rounds.values())).encoding.expr, users,
+                         {c: r.randomizer for c, r in rounds.items()}, seq.entropy, tuple(seq.spawn_key))
+            return {c: Reply(s, n) for c, (s, n) in got.items()}
         seeds = rng.bit_generator.seed_seq.spawn(PARTS)
         gens = [np.random.Generator(np.random.SFC64(s)) for s in seeds]
         sums: dict[int, np.ndarray] = {}

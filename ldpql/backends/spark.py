@@ -46,6 +46,7 @@ from ldpql.sources import matched_files
 
 BATCH_ROWS = 1 << 20            # rows per batch handed to the driver (DuckDB's batch size: same batches, same draws)
 CHUNK_USERS = 1 << 16           # users randomized at once on an executor (bounds its memory)
+REPORT_CELLS = 1 << 20          # and at most this many report values (wide reports: fewer users at once)
 MASK32 = (1 << 32) - 1
 _CSV = re.compile(r"\.(csv|tsv|txt)(\.gz|\.zst)?$", re.IGNORECASE)
 _JSON = re.compile(r"\.(json|jsonl|ndjson)(\.gz)?$", re.IGNORECASE)
@@ -512,7 +513,7 @@ class SparkBackend(Backend):
                 users: Slice) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
         """The users' ``x`` on the driver in batches of :data:`BATCH_ROWS`, in the source's row order where it
         has one (then batches are DuckDB's, so are seeded per-user draws). Rows cross to the driver one by one:
-        for large data prefer :meth:`randomized`, which randomizes on the executors."""
+        unseeded runs take :meth:`randomized` instead, which randomizes on the executors."""
         with self._reading(pop.table):
             rows, ordered = self._rows(pop, cells, x, users, positions=True)
             if ordered:
@@ -537,7 +538,7 @@ class SparkBackend(Backend):
                    entropy: int, spawn: tuple[int, ...] = ()) -> dict[int, tuple[np.ndarray, int]]:
         """Per cell in ``randomizers``: the sum of its users' randomized summaries and their number, randomized on
         the executors. Each partition draws from its own stream, ``SeedSequence(entropy, spawn + (partition,))``,
-        so seeded answers depend on the partitioning (not yet keyed by user, see issue #12)."""
+        so seeded answers would depend on the partitioning: the driver calls it for unseeded runs only."""
         from pyspark.sql.types import BinaryType, LongType, StructField, StructType
         schema = StructType([StructField("cell", LongType()), StructField("n", LongType()),
                              StructField("summary", BinaryType())])
@@ -608,8 +609,9 @@ class _PartitionJob:
                 if r is None:
                     continue
                 mine = xs[cell == c]
-                for i in range(0, len(mine), CHUNK_USERS):
-                    s = r.aggregate(r.randomize(mine[i:i + CHUNK_USERS], rng))
+                step = max(256, min(CHUNK_USERS, REPORT_CELLS // r.report_width))
+                for i in range(0, len(mine), step):
+                    s = r.aggregate(r.randomize(mine[i:i + step], rng))
                     sums[int(c)] = s if int(c) not in sums else sums[int(c)] + s
                 counts[int(c)] = counts.get(int(c), 0) + len(mine)
         cells = sorted(sums)
