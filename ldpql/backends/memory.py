@@ -84,9 +84,47 @@ class SlicedUsers:
         if m == 0:
             return np.zeros(len(self.left), dtype=np.int64)
         if len(self.left) <= max(SMALL_SUPPORT, m):   # O(distinct values), in C: cheaper than m picks then
-            return self.rng.multivariate_hypergeometric(self.left, m, method="marginals")
+            return multivariate_hypergeometric(self.rng, self.left, m)
         picks = self.rng.choice(int(self.left.sum()), m, replace=False)   # O(m log K), not O(K) per draw
         return np.bincount(np.searchsorted(np.cumsum(self.left), picks, side="right"), minlength=len(self.left))
+
+
+NUMPY_LIMIT = 10 ** 9   # numpy's hypergeometric draws refuse populations (or parts) of this size and more
+
+
+def hypergeometric(rng: np.random.Generator, good: int, bad: int, m: int) -> int:
+    """How many of m users drawn without replacement from good + bad are good. numpy draws it below
+    :data:`NUMPY_LIMIT`; above, exactly by rejection: X ~ Bin(good, p) and Y ~ Bin(bad, p) with p = m/(good + bad),
+    conditioned on X + Y = m, is hypergeometric (any p); about sqrt(2πm(1 − p)) pairs per draw, drawn in batches."""
+    if good < NUMPY_LIMIT and bad < NUMPY_LIMIT:
+        return int(rng.hypergeometric(good, bad, m)) if m else 0
+    total = good + bad
+    if m in (0, total) or good == 0 or bad == 0:
+        return m if bad == 0 else (0 if good == 0 else good)
+    p = m / total
+    batch = min(1 << 16, 16 + int(4 * math.sqrt(2 * math.pi * m * (1 - p))))   # ~4 accepted pairs expected
+    while True:
+        x, y = rng.binomial(good, p, batch), rng.binomial(bad, p, batch)
+        hit = np.flatnonzero(x + y == m)
+        if len(hit):
+            return int(x[hit[0]])
+
+
+def multivariate_hypergeometric(rng: np.random.Generator, colors: np.ndarray, m: int) -> np.ndarray:
+    """How many of m users drawn without replacement from ``colors`` (users per value) hold each value: numpy's
+    draw below :data:`NUMPY_LIMIT` users; above, the values are split in two halves, the halves' shares drawn by
+    :func:`hypergeometric`, and each half drawn the same way (a median over 10^9 users failed here)."""
+    colors = np.asarray(colors, dtype=np.int64)
+    total = int(colors.sum())
+    if total < NUMPY_LIMIT:
+        return rng.multivariate_hypergeometric(colors, m, method="marginals")
+    if len(colors) == 1:
+        return np.array([m], dtype=np.int64)
+    half = len(colors) // 2
+    left = int(colors[:half].sum())
+    k = hypergeometric(rng, left, total - left, m)
+    return np.concatenate([multivariate_hypergeometric(rng, colors[:half], k),
+                           multivariate_hypergeometric(rng, colors[half:], m - k)])
 
 
 # ---- in-memory data: an ldpql.expr evaluator over numpy, with SQL's NULLs ------------------------------------

@@ -177,3 +177,29 @@ def test_nan_read_from_parquet_takes_the_declared_null_value(tmp_path):
     con = ldpql.connect(evaluation=True, seed=1)
     con.sql(f"CREATE TABLE t FROM '{path}' (x PRIVATE BETWEEN 0 AND 10)")
     assert con.sql("SELECT LDP_MEAN(x) FROM t EPSILON INF").fetchall() == [(pytest.approx((1 + 5 + 3 + 4 + 5) / 5),)]
+
+
+def test_hypergeometric_draws_beyond_numpys_limit(monkeypatch):
+    """numpy refuses hypergeometric populations of 10^9 users or more (a median over 10^9 rows failed after its
+    charge). Above the limit the draw is split and the split drawn exactly by rejection; with the limit lowered,
+    that path must have the hypergeometric law (chi-square against scipy's pmf), and at 3·10^9 users it runs."""
+    from scipy import stats
+
+    from ldpql.backends import memory as M
+
+    rng = np.random.default_rng(11)
+    monkeypatch.setattr(M, "NUMPY_LIMIT", 50)
+    draws = np.array([M.hypergeometric(rng, 60, 40, 30) for _ in range(4000)])
+    support = np.arange(draws.min(), draws.max() + 1)
+    observed = np.array([(draws == k).sum() for k in support])
+    expected = stats.hypergeom(100, 60, 30).pmf(support) * len(draws)
+    keep = expected >= 5
+    chi2 = (((observed - expected) ** 2 / expected)[keep]).sum()
+    assert stats.chi2(keep.sum() - 1).sf(chi2) > 1e-4
+    multi = np.array([M.multivariate_hypergeometric(rng, np.array([30, 25, 45]), 40) for _ in range(3000)])
+    assert (multi.sum(axis=1) == 40).all() and (multi <= [30, 25, 45]).all()
+    assert multi.mean(axis=0) == pytest.approx(np.array([30, 25, 45]) * 0.4, abs=0.3)
+    monkeypatch.setattr(M, "NUMPY_LIMIT", 10 ** 9)
+    big = M.multivariate_hypergeometric(rng, np.array([2 * 10 ** 9, 10 ** 9, 5]), 1_500_000_000)
+    assert big.sum() == 1_500_000_000 and (big <= [2 * 10 ** 9, 10 ** 9, 5]).all()
+    assert big[0] == pytest.approx(10 ** 9, rel=1e-3)
