@@ -443,7 +443,8 @@ def choose_mechanisms(ctx: _Context) -> None:
     listed on a tie); an aggregate that reads a shared release takes that release's ε, users and mechanism."""
     for a in _runs(ctx):
         share = a.users[1] - a.users[0]
-        n_a = max(int(ctx.facts.n * share), 1)
+        fewest = min((size for _, size in ctx.facts.groups), default=ctx.facts.n)   # every group must pass a
+        n_a = max(int(fewest * share), 1)                                           # check (audit6 F1)
         for c in a.candidates:
             c.predicted_se = c.expected_se(a.epsilon, ctx.facts.typical_n, share)
             reason = c.check(a.epsilon, n_a) if c.check is not None and not c.rejected else None

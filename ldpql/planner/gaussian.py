@@ -27,11 +27,12 @@ from statistics import NormalDist
 
 from ldpql import expr as E
 from ldpql.catalog import NumericDomain, Table
+from ldpql.errors import PlanError
 from ldpql.grammar import ast
 from ldpql.mechanisms import Identity, one_round
 from ldpql.mechanisms import gaussian as G
 from ldpql.mechanisms.base import EPSILON_CAP
-from ldpql.planner.aggregates import AggregateSpec, mean_candidates, register_aggregate, resolve_mean
+from ldpql.planner.aggregates import AggregateSpec, _err, mean_candidates, register_aggregate, resolve_mean
 from ldpql.planner.plan import Candidate, Target
 
 NAMES = {2: "gaussian", 1: "gaussian_1round"}
@@ -66,10 +67,15 @@ def resolve(call: ast.Call, table: Table, text: str, select=None, options: dict 
         return target
     options = options or {}
     conf = float(options.get("confidence", 0.95))
+    beta = float(options.get("beta", default_beta(conf)))
+    if beta >= 1 - conf:   # the interval holds at confidence only if the coarse stage fails less often (audit6 F4)
+        raise _err(PlanError, f"beta = {beta:g} must be below 1 - confidence = {1 - conf:.4g}: the coarse stage's "
+                              f"failure probability is part of the interval's", call, text,
+                   hint=f"beta = {default_beta(conf):.4g} (the default, a quarter of 1 - confidence)")
     fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(Target)}
     value = E.null_to(E.number(target.column), dom.null_value)   # clamped by the protocol to the range ± 4σ_max
     return GaussianTarget(**fields, low=dom.low, high=dom.high, sigma=dom.gaussian, value=value,
-                          beta=float(options.get("beta", default_beta(conf))),
+                          beta=beta,
                           profile=options.get("constants", "practical"), confidence=conf)
 
 

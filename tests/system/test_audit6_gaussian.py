@@ -123,20 +123,14 @@ def _grouped(tmp_path, decl):
     return con
 
 
-@pytest.mark.xfail(strict=True, reason="F1 (high): GROUP BY checks k_min at the statement's total n (106,000: "
-                   "k = 4,818), not at each group's; a group of 6,000 users (k = 272 < k_min = 987) runs the Gaussian "
-                   "protocol, EXPLAIN predicts ±0.23 for it and it answered 1.74 for a mean of -20 (UV at k = 0.6 k_min: "
-                   "coverage 0.83 ± 0.02 over 400 runs, rmse 259 vs predicted 5.1)")
+# fixed (was a strict xfail): F1
 def test_group_by_rejects_gaussian_for_a_group_below_k_min(tmp_path):
     con = _grouped(tmp_path, "SIGMA 2")
     text = str(con.sql("EXPLAIN SELECT g, LDP_MEAN(x) FROM h GROUP BY g EPSILON 1"))
     assert "mechanism * gaussian" not in text or "too few users per level" in text
 
 
-@pytest.mark.xfail(strict=True, reason="F1b: through the planner, GROUP BY with σ between 0.5 and 8, groups of 100,000 "
-                   "and 9,000 users, ε = 1: the small group (k below k_min) runs UVGAUSSTIMATE and its 95% interval "
-                   "covers 0.05 of 40 EVALUATE runs, rmse 1,229 on a range of ±1,000 (the large group: 0.975, rmse "
-                   "0.18). In the numpy driver at k = 0.6 k_min: coverage 0.83 ± 0.02 over 400 runs")
+# fixed (was a strict xfail): F1b
 def test_group_by_small_group_interval_covers(tmp_path):
     rng = np.random.default_rng(4)
     big, small = 100_000, 9_000
@@ -174,9 +168,7 @@ def test_kv_with_sigma_overstated_tenfold_still_covers():
     assert rate >= 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="F4 (low): OPTIONS (beta = 0.99) is accepted and the answer is stated "
-                   "'(-4%)' (the interval's confidence is confidence − β when confidence + β ≥ 1); beta = 0.5 gives "
-                   "'(45%)'. beta ≥ 1 − confidence should be refused before anything is read")
+# fixed (was a strict xfail): F4
 def test_beta_above_one_minus_confidence_is_refused_and_spends_nothing():
     rng = np.random.default_rng(5)
     con = ldpql.connect(seed=7, evaluation=True)

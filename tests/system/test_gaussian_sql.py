@@ -109,12 +109,12 @@ def test_k_min_check_falls_back_with_the_reason_or_refuses_when_forced(con, gaus
 
 def test_beta_and_constants_options(con, gauss_file):
     declare(con, gauss_file)
-    loose = explain(con, "SELECT LDP_MEAN(x) FROM g EPSILON 1 OPTIONS (beta = 0.2)")
+    loose = explain(con, "SELECT LDP_MEAN(x) FROM g EPSILON 1 OPTIONS (beta = 0.04)")
     tight = explain(con, "SELECT LDP_MEAN(x) FROM g EPSILON 1 OPTIONS (beta = 1e-6)")
     k = [int(t.split("k_min = ")[1].split(";")[0].replace(",", "")) for t in (loose, tight)]
-    assert k[0] < k[1] and "β = 0.2," in loose
+    assert k[0] < k[1] and "β = 0.04," in loose
     assert "paper constants" in explain(con, "SELECT LDP_MEAN(x) FROM g EPSILON 1 OPTIONS (constants = 'paper')")
-    for bad in ("beta = 0", "beta = 1.5", "constants = 'loose'"):
+    for bad in ("beta = 0", "beta = 1.5", "beta = 0.06", "constants = 'loose'"):
         with pytest.raises(PlanError):
             con.sql(f"SELECT LDP_MEAN(x) FROM g EPSILON 1 OPTIONS ({bad})")
 
