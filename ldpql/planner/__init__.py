@@ -452,8 +452,11 @@ def choose_mechanisms(ctx: _Context) -> None:
                 c.rejected = reason
         allowed = [c for c in a.candidates if not c.rejected]
         if not allowed:
-            raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()} under this statement's limits",
-                            a.call, hint="; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates))
+            small = (f": a group of {fewest:,} users is too small at ε = {a.epsilon:g}"
+                     if ctx.facts.groups and fewest < ctx.facts.n else " under this statement's limits")
+            raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()}{small}", a.call,
+                            hint="; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates)
+                                 + ("; use fewer, larger groups or a larger ε" if ctx.facts.groups else ""))
         a.chosen = min(allowed, key=lambda c: c.predicted_se * c.choice_weight)
         if ctx.options.get("model") == "shuffle" and a.chosen.model != "shuffle":   # asked for, cannot apply: say why
             why = "; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates if c.model == "shuffle")

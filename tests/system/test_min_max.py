@@ -106,11 +106,14 @@ def test_force_runs_the_degenerate_search_and_says_so(small):
     assert small.remaining_budget("small") == 28
 
 
-def test_a_group_too_small_is_refused_at_run_time_and_nothing_is_spent(con):
+def test_a_group_too_small_is_refused_at_plan_time_and_nothing_is_spent(con):
+    """Every mechanism's check runs at the smallest group's size (audit6 F1), so the planner refuses, EXPLAIN too,
+    naming the group and what would work."""
     data = pa.table({"x": np.linspace(0, 1, 3000), "g": ["big"] * 2800 + ["tiny"] * 200})
     con.register("t", data, private={"x": (0, 1)}, public=["g"], budget=5)
     stmt = "SELECT g, LDP_MIN(x, alpha => 0.5, mechanism => 'bisect') EPSILON 3 FROM t GROUP BY g"
-    assert "γ < 1 needs n ≥" in con.explain(stmt)
+    with pytest.raises(ldpql.PlanError, match="γ < 1 needs n ≥"):
+        con.explain(stmt)
     with pytest.raises(ldpql.PlanError, match="a group of 200 users is too small"):
         con.sql(stmt)
     assert con.remaining_budget("t") == 5
