@@ -15,7 +15,7 @@ from ldpql.catalog import OTHER, BooleanDomain, CategoricalDomain, NumericDomain
 from ldpql.errors import PlanError, PrivacyError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.mechanisms.base import EPSILON_CAP
-from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, AggregateSpec, register_aggregate
+from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, RARE_REPORTS, AggregateSpec, register_aggregate
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
 from ldpql.planner import histogram  # noqa: F401,E402  (registers LDP_HISTOGRAM/FREQUENCY/TOPK/MODE)
 from ldpql.planner import accuracy
@@ -457,12 +457,22 @@ def choose_mechanisms(ctx: _Context) -> None:
             raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()}{small}", a.call,
                             hint="; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates)
                                  + ("; use fewer, larger groups or a larger ε" if ctx.facts.groups else ""))
-        a.chosen = min(allowed, key=lambda c: c.predicted_se * c.choice_weight)
+        a.chosen = near_minimax(min(allowed, key=lambda c: c.predicted_se * c.choice_weight), allowed,
+                                a.epsilon, ctx.facts.typical_n, share)
         if ctx.options.get("model") == "shuffle" and a.chosen.model != "shuffle":   # asked for, cannot apply: say why
             why = "; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates if c.model == "shuffle")
             ctx.notes.append(f"{a.output}: model = 'shuffle' was asked for, but runs in the local model ({why})")
         for c in allowed:
-            if c is not a.chosen:
+            if c is not a.chosen and c.typical and a.chosen.typical and not math.isinf(a.epsilon) and (
+                    c.predicted_se <= a.chosen.predicted_se * NEAR_MINIMAX):
+                mine, best = (x.typical(a.epsilon, ctx.facts.typical_n, share) for x in (c, a.chosen))
+                c.rejected = (f"worst case within {NEAR_MINIMAX - 1:.0%} of {a.chosen.mechanism}'s, but fewer than "
+                              f"{RARE_REPORTS:g} of its reports are expected far from their value at this n, where "
+                              "its normal interval under-covers" if math.isinf(mine) else
+                              f"worst case within {NEAR_MINIMAX - 1:.0%} of {a.chosen.mechanism}'s, larger error at "
+                              f"a typical data set, E[x²] = 1/2 ({mine:.3g} vs {best:.3g})" if mine > best else
+                              f"same error as {a.chosen.mechanism}, which is listed first")
+            elif c is not a.chosen:
                 mine, best = c.predicted_se * c.choice_weight, a.chosen.predicted_se * a.chosen.choice_weight
                 c.rejected = ("larger predicted error" if c.predicted_se > a.chosen.predicted_se and mine > best else
                               f"larger predicted mean error ({mine:.3g} vs {best:.3g})" if mine > best else
@@ -473,6 +483,19 @@ def choose_mechanisms(ctx: _Context) -> None:
         if a.source is not None:
             src = ctx.aggregates[a.source]
             a.epsilon, a.users, a.chosen = src.epsilon, src.users, src.chosen
+
+
+NEAR_MINIMAX = 1.1   # a mean's choice gives up at most 10% of the best worst-case error for its typical error
+
+
+def near_minimax(best: Candidate, allowed: list[Candidate], eps: float, n: int, share: float) -> Candidate:
+    """Of the candidates with a typical error whose worst case (predicted_se) is within NEAR_MINIMAX of the best
+    worst case, the one with the smallest typical error (the first listed on a tie); ``best`` otherwise. Public
+    facts only: both errors are closed forms of ε and n."""
+    near = [c for c in allowed if c.typical and c.predicted_se <= best.predicted_se * NEAR_MINIMAX]
+    if not best.typical or math.isinf(eps) or len(near) < 2:
+        return best
+    return min(near, key=lambda c: c.typical(eps, n, share))
 
 
 def _answer_width(a: AggregatePlan, n: int) -> float | None:

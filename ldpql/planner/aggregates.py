@@ -96,12 +96,20 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
     def split_se(eps: float, population: int, n: int) -> float:
         return abs(scale(population)) * math.sqrt(worst_case_variance(make(eps), n, 1 - n / population))
 
+    def typical(eps: float, population: int, share: float = 1.0) -> float:
+        n, r = max(int(population * share), 1), make(eps)
+        if getattr(r, "outside", 1.0) * n < RARE_REPORTS:   # PM's rare reports far from x: see RARE_REPORTS
+            return math.inf
+        # every variance is linear in E[x²]: its average over E[x²] uniform in [0, 1] is at E[x²] = 1/2
+        var = float(r.variance(np.zeros(1), n, second_moment=0.5)[0]) + max(0.0, 1 - n / max(population, 1)) * 0.5 / n
+        return abs(scale(population)) * math.sqrt(var)
+
     def protocol(eps: float):
         r = Identity.like(make(1.0)) if math.isinf(eps) else make(eps)
         return lambda n: one_round(r, target.encoding, scale(n), shift(n), population=n)
 
     return Candidate(name, "local", 1, predict, protocol, note, sampling=lambda pop: scale(pop) ** 2 * spread,
-                     scale=scale, split_se=split_se if worst_case else None)
+                     scale=scale, split_se=split_se if worst_case else None, typical=typical if worst_case else None)
 
 
 # ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------
@@ -121,6 +129,11 @@ def resolve_mean(call: ast.Call, table: Table, text: str) -> Target:
 
 
 WORST_CASE = "worst case over the domain"
+# A Piecewise Mechanism report leaves the band around x with probability P_out ≈ 1/(e^{ε/2} + 1); where fewer than
+# this many such reports are expected among the users asked (n = 1,000 at ε = 16: 0.46), the mean's law is a few
+# rare jumps, not normal, and its interval under-covers (0.89-0.93 at 95% on the coverage grid): PM is then chosen
+# only where it is the minimax choice itself, not for its typical error
+RARE_REPORTS = 3.0
 
 
 def worst_case_variance(r: Randomizer, n: int, unsampled: float = 0.0) -> float:
@@ -132,9 +145,12 @@ def worst_case_variance(r: Randomizer, n: int, unsampled: float = 0.0) -> float:
 
 
 def _numeric_candidates(target: Target, scale, shift) -> list[Candidate]:
-    """Duchi et al., the Piecewise Mechanism and the Hybrid Mechanism, compared by their worst cases (a choice
-    that cannot depend on the data; which is best for a given data set depends on its E[x²]). At ε ≤ 0.61 the
-    Hybrid Mechanism is Duchi's, listed first, so Duchi wins the tie."""
+    """Duchi et al., the Piecewise Mechanism and the Hybrid Mechanism, chosen near-minimax (a choice that cannot
+    depend on the data; which is best for a given data set depends on its E[x²]): of those whose worst case is
+    within 10% of the best worst case, the one best at a typical data set. Strict minimax picks the Hybrid
+    Mechanism from ε ≈ 0.7 on, whose error is flat at about PM's worst case: up to 1.7× PM's on data away from
+    the bounds, to gain at most 5% at them. At ε ≤ 0.61 the Hybrid Mechanism is Duchi's, listed first, so Duchi
+    wins the tie."""
     return [candidate(name, make, target, np.zeros(1), scale, shift, WORST_CASE, worst_case=True)
             for name, make in (("duchi", Duchi), ("piecewise", Piecewise), ("hybrid", Hybrid))]
 

@@ -59,6 +59,10 @@ class Candidate:
     # the planner ranks candidates by predicted_se × choice_weight: a measured mean error per unit of σ, for
     # candidates whose errors have differently shaped distributions (quantiles); 1 ranks by predicted_se alone
     choice_weight: float = 1.0
+    # typical(eps, N, share) -> the error at a typical data set rather than the worst (a mean's: E[x²] = 1/2, the
+    # average over data sets with E[x²] uniform in [0, 1]); candidates that have it are chosen near-minimax: of
+    # those whose worst case is within NEAR_MINIMAX of the best worst case, the smallest typical error
+    typical: Callable[[float, int, float], float] | None = None
 
     @property
     def asks_nobody(self) -> bool:

@@ -89,9 +89,8 @@ def test_several_aggregates_all_meet_their_targets_under_the_split_rule():
     assert any(below[k] > targets[k] for k in targets)
     lines = str(p).splitlines()
     binding = [line for line in lines if "(the binding one)" in line]
-    ratio = {k: errors[k] / targets[k] for k in targets}
-    top = max(ratio, key=ratio.get)                  # the aggregate that needs the most ε sits at its target
-    assert len(binding) == 1 and binding[0].split()[2] == f"{top}:" and ratio[top] > 0.99
+    ratio = {k: errors[k] / targets[k] for k in targets}   # each at the ε it needs: both sit at their targets
+    assert len(binding) == 1 and ratio[binding[0].split()[2].rstrip(":")] > 0.99
 
 
 def test_a_shared_release_is_held_to_the_tightest_target_of_its_readers():

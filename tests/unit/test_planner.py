@@ -67,22 +67,30 @@ def test_histogram_oracle_choice_follows_domain_size():
 
 def test_mean_mechanism_choice_follows_epsilon():
     assert _plan("SELECT LDP_MEAN(income) FROM people EPSILON 0.5").aggregates[0].chosen.mechanism == "duchi"
-    assert _plan("SELECT LDP_MEAN(income) FROM people EPSILON 4").aggregates[0].chosen.mechanism == "hybrid"
+    assert _plan("SELECT LDP_MEAN(income) FROM people EPSILON 1").aggregates[0].chosen.mechanism == "duchi"
+    assert _plan("SELECT LDP_MEAN(income) FROM people EPSILON 4").aggregates[0].chosen.mechanism == "piecewise"
 
 
 @pytest.mark.parametrize("eps", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0])
 @pytest.mark.parametrize("agg", ["LDP_MEAN", "LDP_SUM"])
-def test_mean_choice_minimises_the_worst_case_over_the_domain(eps, agg):
+def test_mean_choice_is_near_minimax_over_the_domain(eps, agg):
     """Each candidate's prediction is its largest error over every value in the domain (checked on a grid of
-    constant data sets, brute force), and the chosen one has the smallest."""
+    constant data sets, brute force); the chosen one's is within 10% of the smallest, and of those within 10% it
+    has the smallest average variance over data sets whose E[x²] is uniform in [0, 1] (brute force again)."""
     p = _plan(f"SELECT {agg}(income) FROM people EPSILON {eps}", n=10_000)
     a = p.aggregates[0]
     scale = 125_000 * (10_000 if agg == "LDP_SUM" else 1)
+    average = {}
     for c in a.candidates:
         r = {"duchi": Duchi, "piecewise": Piecewise, "hybrid": Hybrid}[c.mechanism](eps)
         worst = max(float(r.variance(np.array([x]), 10_000, second_moment=x * x)[0]) for x in np.linspace(-1, 1, 201))
         assert c.predicted_se == pytest.approx(scale * math.sqrt(worst), rel=1e-9)
-    assert a.chosen.predicted_se == min(c.predicted_se for c in a.candidates)
+        average[c.mechanism] = np.mean([r.variance(np.zeros(1), 10_000, second_moment=m2)[0]
+                                        for m2 in np.linspace(0, 1, 101)])
+    best = min(c.predicted_se for c in a.candidates)
+    near = [c.mechanism for c in a.candidates if c.predicted_se <= 1.1 * best]
+    assert a.chosen.predicted_se <= 1.1 * best
+    assert average[a.chosen.mechanism] == pytest.approx(min(average[m] for m in near), rel=1e-9)
     assert "worst case over the domain" in str(p)
 
 
@@ -91,8 +99,9 @@ def test_predicted_error_matches_the_closed_form():
     t, c = math.exp(0.5), (math.e + 1) / (math.e - 1)
     hybrid = (t + 3) / (3 * t * (t - 1)) + c ** 2 / t   # Wang et al. (ICDE 2019): the same for every value
     # the PM branch runs discretized on 2^12 cells: its variance is 1.00003× the continuous one's at ε = 1
-    assert p.aggregates[0].chosen.predicted_se == pytest.approx(125_000 * math.sqrt(hybrid / 10_000), rel=1e-4)
-    assert p.aggregates[0].chosen.predicted_se == pytest.approx(
+    hm = next(c for c in p.aggregates[0].candidates if c.mechanism == "hybrid")
+    assert hm.predicted_se == pytest.approx(125_000 * math.sqrt(hybrid / 10_000), rel=1e-4)
+    assert hm.predicted_se == pytest.approx(
         125_000 * math.sqrt(Hybrid(1.0).variance(np.zeros(1), 10_000, second_moment=0.0)[0]), rel=1e-9)
 
 
@@ -274,3 +283,14 @@ def test_a_prediction_wider_than_the_domain_is_said():
     plan = con.explain("SELECT LDP_MEAN(x) FROM t EPSILON 0.01")
     assert "is wider than every possible answer (a range of 2e+04)" in plan
     assert "wider than every possible answer" not in con.explain("SELECT LDP_MEAN(x) FROM t EPSILON 8")
+
+
+def test_piecewise_is_not_preferred_where_its_rare_reports_make_the_interval_fail():
+    """At ε = 16 PM's typical error is the smallest, but a report leaves its band with probability ~4.6e-4: with
+    1,000 users fewer than 3 such reports are expected, and the planner runs the minimax choice (HM) instead,
+    saying why; with 20,000 users PM runs."""
+    small = _plan("SELECT LDP_MEAN(income) FROM people EPSILON 16", n=1_000).aggregates[0]
+    assert small.chosen.mechanism == "hybrid"
+    pm = next(c for c in small.candidates if c.mechanism == "piecewise")
+    assert "fewer than 3 of its reports are expected far from their value" in pm.rejected
+    assert _plan("SELECT LDP_MEAN(income) FROM people EPSILON 16", n=20_000).aggregates[0].chosen.mechanism == "piecewise"
