@@ -53,7 +53,7 @@ import numpy as np
 
 from ldpql import expr as E
 from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Round, check_epsilon, register
-from ldpql.mechanisms.gaussian_check import ALPHA, Cells, Search, check_sigma, profile_estimate
+from ldpql.mechanisms.gaussian_check import ALPHA as SIGMA_CHECK_ALPHA, Cells, Search, check_sigma, profile_estimate
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.minimum import LAPLACE_LATTICE_BITS, LaplaceMin
 from ldpql.mechanisms.rr import RandomizedResponse
@@ -501,21 +501,28 @@ def _sign_cells(rr: RandomizedResponse, ones: float, m: int, centre: float, spac
 def _checked(s: Setting, est: Estimate, first: list[Cells], second: list[Cells], mu1: float, stop: int,
              confidence: float) -> Estimate:
     """The σ check (post-processing of released counts, :mod:`~ldpql.mechanisms.gaussian_check`): round 1's
-    counts test the declared σ at false-alarm rate ALPHA; when they reject it, the answer and its interval are
-    re-estimated from every report with σ free (profile likelihood), and the note says so."""
+    counts test the declared σ at false-alarm rate ALPHA. When they reject it, a σ-known answer and its interval
+    are re-estimated from every report with σ free (profile likelihood); a σ-unknown answer stands (its σ̂ and
+    interval come from the reports) and is flagged. Either way the note says so."""
     search = Search(mu1, 2.0 ** stop, 2.0 ** s.lmin / 64, 2.0 ** (s.lmax + 1))
     chk = check_sigma(first, (s.sigma_lo, s.sigma_hi), search)
     extra = {**est.extra, "sigma_check": chk}
     if not chk.flagged:
         return replace(est, extra=extra)
+    declared = f"σ = {s.sigma_lo:g}" if s.known else f"σ range [{s.sigma_lo:g}, {s.sigma_hi:g}]"
+    fit = (f"they fit σ ≈ {chk.sigma_fit:.3g}" if chk.sigma_fit >= 2.0 ** s.lmin / 2 else
+           f"they point to σ below {2.0 ** s.lmin / 2:g}, which its bins of {2.0 ** s.lmin:g} cannot resolve")
+    why = (f"{est.note}; WARNING: the declared {declared} does not fit the first round's reports (likelihood-ratio "
+           f"test p = {max(chk.p_value, 1e-300):.2g} < {SIGMA_CHECK_ALPHA:g}; {fit})")
+    if not s.known:
+        return replace(est, extra=extra, note=why + ": the answer's σ̂ and interval come from the reports and stand, "
+                       "but the predicted error assumed the declared range")
     stat = confidence + s.beta if confidence + s.beta < 1 else confidence
     mu, low, high, sigma = profile_estimate(first + second, search, stat)
     se = (high - low) / 2 / _N01.inv_cdf(0.5 + stat / 2)
-    note = (f"{est.note}; WARNING: the declared σ = {s.sigma_lo:g} does not fit the first round's reports "
-            f"(likelihood-ratio test p = {chk.p_value:.2g} < {ALPHA:g}; they fit σ ≈ {chk.sigma_fit:.3g}): the "
-            f"answer and its interval are re-estimated from all reports with σ free (profile likelihood)")
-    return Estimate(np.array([mu + s.origin]), np.array([se]), note=note, extra={**extra, "sigma_refit": sigma},
-                    interval=(np.array([low + s.origin]), np.array([high + s.origin])),
+    return Estimate(np.array([mu + s.origin]), np.array([se]), extra={**extra, "sigma_refit": sigma},
+                    note=why + ": the answer and its interval are re-estimated from all reports with σ free "
+                         "(profile likelihood)", interval=(np.array([low + s.origin]), np.array([high + s.origin])),
                     interval_confidence=confidence)
 
 
@@ -568,8 +575,9 @@ def uv_two_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) ->
     est, se = _from_offsets(lap, reply.summary, reply.n, mu1 - half, 2 * half)
     extra = {"grouping": g, "coarse_mu": mu1 + s.origin, "sigma_coarse": 2.0 ** jv, "stop_level": stop,
              "interval_I": (mu1 - half + s.origin, mu1 + half + s.origin), "rounds": 2}
-    return _answer(s, est + s.origin, se, confidence, NOTE + "; σ̂ is a power-of-two scale, not a standard deviation",
-                   extra)
+    answer = _answer(s, est + s.origin, se, confidence, NOTE + "; σ̂ is a power-of-two scale, not a standard "
+                     "deviation", extra)
+    return _checked(s, answer, _level_cells(counts, GRR(s.epsilon, 4)), [], mu1, stop, confidence)
 
 
 def kv_one_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) -> Protocol:
@@ -630,8 +638,10 @@ def uv_one_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) ->
     offset, se = _from_offsets(lap, reply.summary, reply.n, -d / 2, d)
     extra = {"grouping": g, "coarse_mu": mu1 + s.origin, "sigma_coarse": 2.0 ** jv, "stop_level": stop,
              "centre": points[best] + s.origin, "subgroup": (j1, best + 1), "rounds": 1, "rho": p}
-    return _answer(s, points[best] + offset + s.origin, se, confidence, NOTE + "; one-round protocol reconstructed "
-                   "from the paper's description; σ̂ is a power-of-two scale, not a standard deviation", extra)
+    answer = _answer(s, points[best] + offset + s.origin, se, confidence, NOTE + "; one-round protocol "
+                     "reconstructed from the paper's description; σ̂ is a power-of-two scale, not a standard deviation",
+                     extra)
+    return _checked(s, answer, _level_cells(counts, GRR(s.epsilon, 4)), [], mu1, stop, confidence)
 
 
 def protocol(s: Setting, value: E.Expr, n: int, rounds: int = 2, confidence: float = 0.95) -> Protocol:

@@ -31,14 +31,25 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq, minimize, minimize_scalar
-from scipy.special import ndtr
-from scipy.stats import chi2
 
 ALPHA = 0.01      # the σ check's false-alarm rate at the declared σ
 FOURIER_TERMS = 12
 GRID_POINTS = 129  # µ grid of the first pass (then refined by a local optimizer)
 SIGMA_STEPS = 4    # σ grid points per octave of the first pass
+# scipy is imported inside the functions that need it: at module level it would add about a second to
+# `import ldpql` (as in ldpql.mechanisms.shuffle)
+
+
+def chi2_sf(stat: float) -> float:
+    """P(χ²₁ > stat)."""
+    from scipy.special import erfc
+    return float(erfc(math.sqrt(max(stat, 0.0) / 2)))
+
+
+def chi2_ppf(level: float) -> float:
+    """The ``level`` quantile of χ²₁: z² with z the normal quantile at (1 + level)/2."""
+    from scipy.special import ndtri
+    return float(ndtri((1 + level) / 2)) ** 2
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,7 @@ class Cells:
 
 def class_probabilities(mu: np.ndarray, sigma: np.ndarray, shift: float, width: float, r: int) -> np.ndarray:
     """P(⌊(x − shift)/width⌋ mod r = a) for x ~ N(µ, σ²), one row per (µ, σ) pair (broadcast): (pairs, r)."""
+    from scipy.special import ndtr
     mu, sigma = (np.ravel(v) for v in np.broadcast_arrays(np.asarray(mu, dtype=float) - shift,
                                                            np.asarray(sigma, dtype=float)))
     out = np.full((mu.size, r), 1.0 / r)      # σ ≥ 6·width: the Fourier terms are below e^{-70}
@@ -110,6 +122,7 @@ def _grid(reports: list[Cells], mus: np.ndarray, sigmas: np.ndarray) -> np.ndarr
 
 def _fit(reports: list[Cells], search: Search, lo: float, hi: float) -> tuple[float, float, float]:
     """max ℓ over µ and σ ∈ [lo, hi]: the best grid point, refined by a bounded local search. (ℓ, µ, σ)."""
+    from scipy.optimize import minimize
     mus, sigmas = search.mus(), search.sigmas(lo, hi)
     grid = _grid(reports, mus, sigmas)
     i, j = np.unravel_index(np.argmax(grid), grid.shape)
@@ -140,7 +153,7 @@ def check_sigma(round_one: list[Cells], declared: tuple[float, float], search: S
     free, _, sigma = _fit(round_one, search, search.sigma_lo, search.sigma_hi)
     held, _, _ = _fit(round_one, search, *declared)
     stat = max(0.0, 2 * (free - held))
-    p = float(chi2.sf(stat, 1))
+    p = chi2_sf(stat)
     return SigmaCheck(stat, p, p < ALPHA, sigma)
 
 
@@ -157,12 +170,13 @@ def _profile(reports: list[Cells], mu: float, sigmas: np.ndarray) -> tuple[float
 def profile_estimate(reports: list[Cells], search: Search, level: float) -> tuple[float, float, float, float]:
     """µ̂ (maximum likelihood, σ free) and the profile-likelihood interval at ``level`` from every report:
     (µ̂, low, high, σ̂), x' units. The µ window doubles (up to 64 times) until the interval is inside it."""
+    from scipy.optimize import brentq, minimize_scalar
     sigmas = search.sigmas()
     widen = 1.0
     while True:
         mus = search.mus(widen)
         prof = _grid(reports, mus, sigmas).max(axis=0)
-        inside = np.flatnonzero(prof >= prof.max() - chi2.ppf(level, 1) / 2)
+        inside = np.flatnonzero(prof >= prof.max() - chi2_ppf(level) / 2)
         if (inside[0] > 0 and inside[-1] < len(mus) - 1) or widen >= 64:
             break
         widen *= 2
@@ -171,7 +185,7 @@ def profile_estimate(reports: list[Cells], search: Search, level: float) -> tupl
     top = minimize_scalar(lambda m: -_profile(reports, m, sigmas)[0], bounds=(mus[best] - step, mus[best] + step),
                           method="bounded", options={"xatol": step * 1e-3})
     mu_hat, peak = float(top.x), max(-float(top.fun), float(prof[best]))
-    cut = peak - chi2.ppf(level, 1) / 2
+    cut = peak - chi2_ppf(level) / 2
 
     def f(m: float) -> float:
         return _profile(reports, m, sigmas)[0] - cut
