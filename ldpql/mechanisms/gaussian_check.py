@@ -167,16 +167,24 @@ def _profile(reports: list[Cells], mu: float, sigmas: np.ndarray) -> tuple[float
     return (float(finer[k]), float(fine[k])) if finer[k] >= values[i] else (float(values[i]), float(sigmas[i]))
 
 
-def profile_estimate(reports: list[Cells], search: Search, level: float) -> tuple[float, float, float, float]:
+def profile_estimate(reports: list[Cells], search: Search, level: float,
+                     selected: bool = True) -> tuple[float, float, float, float]:
     """µ̂ (maximum likelihood, σ free) and the profile-likelihood interval at ``level`` from every report:
-    (µ̂, low, high, σ̂), x' units. The µ window doubles (up to 64 times) until the interval is inside it."""
+    (µ̂, low, high, σ̂), x' units. The µ window doubles (up to 64 times) until the interval is inside it.
+
+    ``selected``: the run was picked by :func:`check_sigma` rejecting the declared σ. At the true σ such a false
+    alarm picks exactly the runs whose first round strayed by more than the test's threshold χ²₁(1 − ALPHA) in
+    σ, and with it in µ (µ̂ moves with σ̂ by about (µ − µ̂_1)/σ), so the plain cut χ²₁(level)/2 covers those
+    runs about half the time. The cut then allows for that stray too: (χ²₁(level) + χ²₁(1 − ALPHA))/2, a
+    √(1 + χ²₁(1 − α)/χ²₁(level)) ≈ 1.6 times wider interval, so that a falsely flagged answer still covers."""
     from scipy.optimize import brentq, minimize_scalar
+    drop = (chi2_ppf(level) + (chi2_ppf(1 - ALPHA) if selected else 0.0)) / 2
     sigmas = search.sigmas()
     widen = 1.0
     while True:
         mus = search.mus(widen)
         prof = _grid(reports, mus, sigmas).max(axis=0)
-        inside = np.flatnonzero(prof >= prof.max() - chi2_ppf(level) / 2)
+        inside = np.flatnonzero(prof >= prof.max() - drop)
         if (inside[0] > 0 and inside[-1] < len(mus) - 1) or widen >= 64:
             break
         widen *= 2
@@ -185,7 +193,7 @@ def profile_estimate(reports: list[Cells], search: Search, level: float) -> tupl
     top = minimize_scalar(lambda m: -_profile(reports, m, sigmas)[0], bounds=(mus[best] - step, mus[best] + step),
                           method="bounded", options={"xatol": step * 1e-3})
     mu_hat, peak = float(top.x), max(-float(top.fun), float(prof[best]))
-    cut = peak - chi2_ppf(level) / 2
+    cut = peak - drop
 
     def f(m: float) -> float:
         return _profile(reports, m, sigmas)[0] - cut

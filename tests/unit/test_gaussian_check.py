@@ -65,7 +65,7 @@ def test_profile_interval_covers_mu_with_sigma_free():
     for _ in range(40):
         mu = rng.uniform(-900, 900)
         cells, search = _round_one(s, mu, 10.0, 4000, rng)
-        _, low, high, sigma = C.profile_estimate(cells, search, 0.95)
+        _, low, high, sigma = C.profile_estimate(cells, search, 0.95, selected=False)
         hits += low <= mu - s.origin <= high
         assert 5 < sigma < 20
     assert hits >= 34
