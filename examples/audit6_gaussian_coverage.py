@@ -41,7 +41,7 @@ def run(s: G.Setting, x: np.ndarray, rounds: int, rng: np.random.Generator, conf
 
 def cell(name, s, n, rounds, runs, mu, sigma, data=None, confidence=0.95, seed=1):
     rng = np.random.default_rng(seed)
-    cover, errs, ses = 0, [], []
+    cover, errs, ses, flags = 0, [], [], 0
     t0 = time.time()
     for _ in range(runs):
         x = rng.normal(mu, sigma, n) if data is None else data(rng, n)
@@ -50,13 +50,15 @@ def cell(name, s, n, rounds, runs, mu, sigma, data=None, confidence=0.95, seed=1
         cover += lo <= mu <= hi
         errs.append(est.values[0] - mu)
         ses.append(est.stderr[0])
+        check = est.extra.get("sigma_check")
+        flags += bool(check is not None and check.flagged)
     errs = np.array(errs)
     pred = G.predicted_sd(s, n, rounds)
     rate = cover / runs
     print(f"{name:34s} n={n:>8,} runs={runs} coverage={rate:.3f}±{math.sqrt(rate * (1 - rate) / runs):.3f} "
           f"(stated {est.interval_confidence:.3f}) rmse={math.sqrt(np.mean(errs ** 2)):.4g} bias={errs.mean():+.3g} "
           f"median_se={np.median(ses):.4g} predicted_sd={pred:.4g} k={G.grouping(s, n, rounds).k} "
-          f"k_min={G.k_min(s)} [{time.time() - t0:.0f}s]", flush=True)
+          f"k_min={G.k_min(s)} sigma_flagged={flags / runs:.3f} [{time.time() - t0:.0f}s]", flush=True)
     return rate, errs, np.array(ses)
 
 
@@ -80,6 +82,22 @@ CELLS = {
                                                2, r, 123.4, 10),
     "kv2_sigma_wrong10x_large": lambda r: cell("KV declared 10, true 1", setting(-1000, 1000, 10, 10, 1),
                                                100_000, 2, r, 123.4, 1),
+    "kv2_sigma_wrong2x_large": lambda r: cell("KV declared 2, true 1", setting(-1000, 1000, 2, 2, 1), 100_000, 2,
+                                              r, 123.4, 1),
+    "kv2_sigma_wrong1.5x_small": lambda r: cell("KV declared 1, true 1.5", setting(-1000, 1000, 1, 1, 1), 100_000,
+                                                2, r, 123.4, 1.5),
+    "kv2_sigma_wrong1.2x_small": lambda r: cell("KV declared 1, true 1.2", setting(-1000, 1000, 1, 1, 1), 100_000,
+                                                2, r, 123.4, 1.2),
+    "kv2_sigma_wrong1.1x_small": lambda r: cell("KV declared 1, true 1.1", setting(-1000, 1000, 1, 1, 1), 100_000,
+                                                2, r, 123.4, 1.1),
+    "kv1_sigma_wrong10x_large": lambda r: cell("KV1 declared 10, true 1", setting(-1000, 1000, 10, 10, 1), 100_000,
+                                               1, r, 123.4, 1),
+    "kv1_sigma_wrong10x_small": lambda r: cell("KV1 declared 1, true 10", setting(-1000, 1000, 1, 1, 1), 100_000,
+                                               1, r, 123.4, 10),
+    "kv2_mu_on_bin_edge": lambda r: cell("KV two-round mu on a bin edge", setting(-1000, 1000, 1, 1, 1), 100_000,
+                                         2, r, 0.0, 1),
+    "kv2_small_n": lambda r: cell("KV two-round n=30k eps=2", setting(-1000, 1000, 1, 1, 2), 30_000, 2, r,
+                                  37.7, 1),
     "kv2_laplace": lambda r: cell("KV two-round Laplace data", setting(-1000, 1000, 1, 1, 1), 100_000, 2, r,
                                   123.4, 1, data=lambda g, n: g.laplace(123.4, 1 / math.sqrt(2), n)),
     "kv2_mu_at_edge": lambda r: cell("KV two-round mu at range top", setting(-1000, 1000, 1, 1, 1), 100_000, 2, r,

@@ -44,7 +44,7 @@ Citations: spec seed-004-gaussian.md §2.0-2.6, §5.1-5.2; Algorithms 1-6 of the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
@@ -53,6 +53,7 @@ import numpy as np
 
 from ldpql import expr as E
 from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Round, check_epsilon, register
+from ldpql.mechanisms.gaussian_check import ALPHA as SIGMA_CHECK_ALPHA, Cells, Search, check_sigma, profile_estimate
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.minimum import LAPLACE_LATTICE_BITS, LaplaceMin
 from ldpql.mechanisms.rr import RandomizedResponse
@@ -484,6 +485,47 @@ NOTE = ("assumes the declared Gaussian distribution (never checked against the d
         "own mean) and allows for the coarse stage failing with probability β")
 
 
+def _level_cells(counts: dict, rr: GRR) -> list[Cells]:
+    """Round 1's released counts as cells of the line: level j reports ⌊x'/2^j⌋ mod 4 by GRR(4)."""
+    return [Cells(np.asarray(counts[j]), 0.0, 2.0 ** j, rr.p, rr.q) for j in sorted(counts)]
+
+
+def _sign_cells(rr: RandomizedResponse, ones: float, m: int, centre: float, spacing: float | None,
+                s: Setting) -> Cells:
+    """A KVRR2 bit as cells: class 0 (a reported 1) is x' ≥ centre (two rounds: one boundary, a period far beyond
+    the data) or ⌊(x' − centre)/(D/2)⌋ even (one round, D the lattice spacing)."""
+    width = 2.0 ** (s.lmax + 6) if spacing is None else spacing / 2
+    return Cells(np.array([ones, m - ones]), centre, width, rr.p, rr.q)
+
+
+def _checked(s: Setting, est: Estimate, first: list[Cells], second: list[Cells], mu1: float, stop: int,
+             confidence: float) -> Estimate:
+    """The σ check (post-processing of released counts, :mod:`~ldpql.mechanisms.gaussian_check`): round 1's
+    counts test the declared σ at false-alarm rate ALPHA. When they reject it, a σ-known answer and its interval
+    are re-estimated from every report with σ free (profile likelihood); a σ-unknown answer stands (its σ̂ and
+    interval come from the reports) and is flagged. Either way the note says so."""
+    search = Search(mu1, 2.0 ** stop, 2.0 ** s.lmin / 64, 2.0 ** (s.lmax + 1))
+    chk = check_sigma(first, (s.sigma_lo, s.sigma_hi), search)
+    extra = {**est.extra, "sigma_check": chk}
+    if not chk.flagged:
+        return replace(est, extra=extra)
+    declared = f"σ = {s.sigma_lo:g}" if s.known else f"σ range [{s.sigma_lo:g}, {s.sigma_hi:g}]"
+    fit = (f"they fit σ ≈ {chk.sigma_fit:.3g}" if chk.sigma_fit >= 2.0 ** s.lmin / 2 else
+           f"they point to σ below {2.0 ** s.lmin / 2:g}, which its bins of {2.0 ** s.lmin:g} cannot resolve")
+    why = (f"{est.note}; WARNING: the declared {declared} does not fit the first round's reports (likelihood-ratio "
+           f"test p = {max(chk.p_value, 1e-300):.2g} < {SIGMA_CHECK_ALPHA:g}; {fit})")
+    if not s.known:
+        return replace(est, extra=extra, note=why + ": the answer's σ̂ and interval come from the reports and stand, "
+                       "but the predicted error assumed the declared range")
+    stat = confidence + s.beta if confidence + s.beta < 1 else confidence
+    mu, low, high, sigma = profile_estimate(first + second, search, stat)
+    se = (high - low) / 2 / _N01.inv_cdf(0.5 + stat / 2)
+    return Estimate(np.array([mu + s.origin]), np.array([se]), extra={**extra, "sigma_refit": sigma},
+                    note=why + ": the answer and its interval are re-estimated from all reports with σ free "
+                         "(profile likelihood)", interval=(np.array([low + s.origin]), np.array([high + s.origin])),
+                    interval_confidence=confidence)
+
+
 def kv_two_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) -> Protocol:
     """KVGAUSSTIMATE (Algorithm 1): RR1 on U_1, ESTMEAN, then KVRR2 on U_2 centred on µ̂_1."""
     g = grouping(s, n, 2)
@@ -496,10 +538,12 @@ def kv_two_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) ->
     reply = yield Round(rr, sign_encoding(base, mu1), users=g.second_users(), label="KVRR2")
     if reply.n < 2:
         return _too_few(reply.n, g)
-    est, se, saturated = _from_sign(s, rr, float(reply.summary[0]), reply.n, mu1)
+    ones = float(reply.summary[0])
+    est, se, saturated = _from_sign(s, rr, ones, reply.n, mu1)
     extra = {"grouping": g, "coarse_mu": mu1 + s.origin, "stop_level": stop, "saturated": saturated, "rounds": 2}
     note = NOTE + ("; saturated: the coarse estimate was far off (more users or a smaller range)" if saturated else "")
-    return _answer(s, est + s.origin, se, confidence, note, extra)
+    return _checked(s, _answer(s, est + s.origin, se, confidence, note, extra), _level_cells(counts, GRR(s.epsilon, 4)),
+                    [_sign_cells(rr, ones, reply.n, mu1, None, s)], mu1, stop, confidence)
 
 
 def _interval_half(s: Setting, sigma_hat: float, n: int) -> float:
@@ -531,8 +575,9 @@ def uv_two_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) ->
     est, se = _from_offsets(lap, reply.summary, reply.n, mu1 - half, 2 * half)
     extra = {"grouping": g, "coarse_mu": mu1 + s.origin, "sigma_coarse": 2.0 ** jv, "stop_level": stop,
              "interval_I": (mu1 - half + s.origin, mu1 + half + s.origin), "rounds": 2}
-    return _answer(s, est + s.origin, se, confidence, NOTE + "; σ̂ is a power-of-two scale, not a standard deviation",
-                   extra)
+    answer = _answer(s, est + s.origin, se, confidence, NOTE + "; σ̂ is a power-of-two scale, not a standard "
+                     "deviation", extra)
+    return _checked(s, answer, _level_cells(counts, GRR(s.epsilon, 4)), [], mu1, stop, confidence)
 
 
 def kv_one_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) -> Protocol:
@@ -558,8 +603,11 @@ def kv_one_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) ->
     est, se, saturated = _from_sign(s, rr, float(reply.summary[0]), reply.n, points[best])
     extra = {"grouping": g, "coarse_mu": mu1 + s.origin, "stop_level": stop, "centre": points[best] + s.origin,
              "subgroup": best, "saturated": saturated, "rounds": 1, "rho": rho(s, n)}
-    return _answer(s, est + s.origin, se, confidence, NOTE + "; one-round protocol reconstructed from the paper's "
-                   "description", extra)
+    answer = _answer(s, est + s.origin, se, confidence, NOTE + "; one-round protocol reconstructed from the "
+                     "paper's description", extra)
+    second = [_sign_cells(rr, float(r.summary[0]), r.n, (i + 1) * step, spacing, s)
+              for i, r in enumerate(replies) if r.n > 0]
+    return _checked(s, answer, _level_cells(counts, GRR(s.epsilon, 4)), second, mu1, stop, confidence)
 
 
 def uv_one_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) -> Protocol:
@@ -590,8 +638,10 @@ def uv_one_round(s: Setting, value: E.Expr, n: int, confidence: float = 0.95) ->
     offset, se = _from_offsets(lap, reply.summary, reply.n, -d / 2, d)
     extra = {"grouping": g, "coarse_mu": mu1 + s.origin, "sigma_coarse": 2.0 ** jv, "stop_level": stop,
              "centre": points[best] + s.origin, "subgroup": (j1, best + 1), "rounds": 1, "rho": p}
-    return _answer(s, points[best] + offset + s.origin, se, confidence, NOTE + "; one-round protocol reconstructed "
-                   "from the paper's description; σ̂ is a power-of-two scale, not a standard deviation", extra)
+    answer = _answer(s, points[best] + offset + s.origin, se, confidence, NOTE + "; one-round protocol "
+                     "reconstructed from the paper's description; σ̂ is a power-of-two scale, not a standard deviation",
+                     extra)
+    return _checked(s, answer, _level_cells(counts, GRR(s.epsilon, 4)), [], mu1, stop, confidence)
 
 
 def protocol(s: Setting, value: E.Expr, n: int, rounds: int = 2, confidence: float = 0.95) -> Protocol:

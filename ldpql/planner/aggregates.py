@@ -114,10 +114,11 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
 
 # ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------
 
-def resolve_mean(call: ast.Call, table: Table, text: str) -> Target:
-    """A bounded numeric column, scaled to [-1, 1] on the user's side: x' = (x - mid)/half."""
+def resolve_mean(call: ast.Call, table: Table, text: str, domain: NumericDomain | None = None) -> Target:
+    """A bounded numeric column, scaled to [-1, 1] on the user's side: x' = (x - mid)/half. ``domain`` replaces
+    the declared one (a Gaussian column's candidates all clamp to its padded range)."""
     ref, col = _column_arg(call, table, text)
-    dom = col.domain
+    dom = domain or col.domain
     if not isinstance(dom, NumericDomain):
         if dom is None:
             raise _missing_domain(col, ref, text, f"{call.name.upper()}")

@@ -72,7 +72,13 @@ def resolve(call: ast.Call, table: Table, text: str, select=None, options: dict 
         raise _err(PlanError, f"beta = {beta:g} must be below 1 - confidence = {1 - conf:.4g}: the coarse stage's "
                               f"failure probability is part of the interval's", call, text,
                    hint=f"beta = {default_beta(conf):.4g} (the default, a quarter of 1 - confidence)")
+    # every candidate clamps to the protocol's own padded range, so all estimate one quantity (audit6 F5)
+    pad = G.PAD_SIGMAS * dom.gaussian[1]
+    padded = dataclasses.replace(dom, low=dom.low - pad, high=dom.high + pad, default=dom.null_value)
+    target = resolve_mean(call, table, text, domain=padded)
     fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(Target)}
+    fields["domain_text"] = (f"{dom.describe()}; BETWEEN is the range of µ: every candidate averages the values "
+                             f"clamped to [{padded.low:g}, {padded.high:g}] (µ's range ± {G.PAD_SIGMAS:g}σ_max)")
     value = E.null_to(E.number(target.column), dom.null_value)   # clamped by the protocol to the range ± 4σ_max
     return GaussianTarget(**fields, low=dom.low, high=dom.high, sigma=dom.gaussian, value=value,
                           beta=beta,
@@ -83,8 +89,30 @@ def candidates(target: Target) -> list[Candidate]:
     """Duchi et al., PM and HM, and on a Gaussian column the two Gaussian protocols."""
     out = mean_candidates(target)
     if isinstance(target, GaussianTarget):
-        out += [_candidate(target, 2), _candidate(target, 1)]
+        out = [_noted(c, padded_note(target)) for c in out] + [_candidate(target, 2), _candidate(target, 1)]
     return out
+
+
+def padded_note(t: GaussianTarget) -> str:
+    """What every candidate on a Gaussian column estimates, and what EVALUATE compares with."""
+    half, mid = t.affine
+    return (f"on a column declared Gaussian every candidate averages the values clamped to [{mid - half:g}, "
+            f"{mid + half:g}] (the range of µ ± {G.PAD_SIGMAS:g}σ_max; within 10⁻⁵σ of µ when the declaration holds), "
+            "and EVALUATE's truth is that mean")
+
+
+def _noted(c: Candidate, note: str) -> Candidate:
+    """The candidate with ``note`` added to every answer's note (post-processing of its estimate)."""
+    make = c.protocol
+
+    def protocol(eps: float):
+        factory = make(eps)
+
+        def run(n: int):
+            est = yield from factory(n)
+            return dataclasses.replace(est, note="; ".join(filter(None, (est.note, note))))
+        return run
+    return dataclasses.replace(c, protocol=protocol)
 
 
 def _candidate(t: GaussianTarget, rounds: int) -> Candidate:
@@ -147,6 +175,10 @@ def describe(t: GaussianTarget, rounds: int, eps: float, n: int) -> list[str]:
              (f" (√(5ρ) = {math.sqrt(5 * G.rho(s, n)):.2f})" if s.known else ""),
              (f"interval    ±z·se at {stat:.4g} if that is below 1 (the coarse stage fails with probability ≤ β), else "
               "at the confidence less β"),
+             (f"σ check     the first round's reports test the declared σ (likelihood ratio, false alarm "
+              f"{G.SIGMA_CHECK_ALPHA:g}); if they reject it, " + ("µ and its interval are re-estimated with σ free"
+                                                                 if s.known else "the answer is flagged") +
+              " and the note says so (post-processing: no ε)"),
              ("privacy     pure ε-LDP, one message per user (4-ary RR, binary RR or discrete Laplace), "
               "sequentially interactive")]
     return lines
