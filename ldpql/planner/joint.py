@@ -22,9 +22,16 @@ import numpy as np
 from ldpql import expr as E
 from ldpql.catalog import NumericDomain
 from ldpql.errors import PlanError
-from ldpql.mechanisms.vector import KINDS, VectorIdentity, VectorMeans, column, optimal_t, predicted_variance, \
-    vector_round
 from ldpql.mechanisms import Encoding
+from ldpql.mechanisms.vector import (
+    KINDS,
+    VectorIdentity,
+    VectorMeans,
+    column,
+    optimal_t,
+    predicted_variance,
+    vector_round,
+)
 from ldpql.planner.plan import Candidate
 
 MEANS = ("LDP_MEAN", "LDP_AVG")
@@ -103,8 +110,8 @@ def joint_candidate(kind: str, cols: list[Column], owner: int = 0) -> Candidate:
             return [f"joint       {d} columns read together (EPSILON INF: exact, NULLs as declared)"]
         t, sd = optimal_t(kind, eps, d), math.sqrt(predicted_variance(kind, eps, d, n))
         per = ", ".join(f"{c.name} ±{1.959964 * c.half * sd:.4g}" for c in cols)
-        lines = [f"joint       {kind}: one report of d = s = {d} signs per user (each column's x' rounded to ±1 "
-                 f"with P[+1] = (1 + x')/2 on the device), t = {t}, ε = {eps:g}",
+        lines = [(f"joint       {kind}: one report of d = s = {d} signs per user (each column's x' rounded to ±1 "
+                 f"with P[+1] = (1 + x')/2 on the device), t = {t}, ε = {eps:g}"),
                  f"per column  predicted (95%, worst case): {per}"]
         if skips.any():
             lines.append("conditional " + ", ".join(c.name for c in cols if c.skip) + ": NULLs skipped, the mean over "
