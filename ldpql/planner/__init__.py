@@ -326,7 +326,7 @@ def choose_model(ctx: _Context) -> None:
                                              "or use model = 'local'")
         kinds = sorted({a.call.name.upper() for a in _runs(ctx)
                         if not any(c.model == "shuffle" for c in a.candidates)})
-        if kinds:
+        if kinds and not joint.can_shuffle(ctx):   # (several means: one shuffled joint report, planner.joint)
             raise ctx.error(PlanError, f"no shuffle-model protocol is available for {', '.join(kinds)}",
                             ctx.select, hint="use model = 'local' (or 'auto', which falls back to local)")
     for a in ctx.aggregates:
