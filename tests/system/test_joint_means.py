@@ -165,3 +165,44 @@ def test_bad_statements_get_a_clear_error_and_spend_nothing(sql, message):
     with pytest.raises(ldpql.PlanError, match=message):
         con.sql(sql)
     assert con.remaining_budget("t") == before
+
+
+# ---- the shuffle model --------------------------------------------------------------------------------------------
+
+def test_shuffled_joint_report_runs_at_its_own_epsilon0_and_explain_shows_it():
+    """model = 'auto' with a DELTA budget: CoCo and Collision are compared at their own ε₀ (the exact clone
+    reduction at α_mix = s/Ω); the ε₀ chosen verifies (δ at ε₀ within the statement's δ), the ledger records ε₀ and
+    δ, and each user's report is charged ε = ε_c once."""
+    from ldpql.mechanisms.shuffle import clone_delta, sparse_weights
+    from ldpql.mechanisms.vector import optimal_t
+
+    d, n = 6, 50_000
+    con = ldpql.connect(seed=5, evaluation=True)
+    con.register("t", _table(n, d, 4), private={f"x{j}": (0, 10) for j in range(d)}, budget=100, delta=1e-4)
+    sql = f"SELECT {_avgs(d)} FROM t EPSILON 0.5 DELTA 1e-6 OPTIONS (model = 'auto')"
+    text = str(con.sql("EXPLAIN " + sql))
+    e0 = float(re.search(r"users randomize at ε₀ = ([0-9.]+)", text).group(1))
+    assert "mechanism * coco: shuffle" in text and e0 > 3
+    assert re.search(r"\(ε_c, δ\) = \(0.5, 1e-06\)-DP by the exact clone reduction at α_mix = s/Ω = [0-9.]+", text)
+    alpha = sparse_weights(d, lambda e: optimal_t("coco", e, d))(e0)
+    assert clone_delta(e0, 0.5, n, *alpha) <= 1e-6 * (1 + 1e-3)   # (ε₀ as printed, to 4 digits)
+    res = con.sql(sql)
+    assert res.epsilon_spent == 0.5 and len(res.fetchall()[0]) == d
+    local = str(con.sql("EXPLAIN " + sql.replace("'auto'", "'local'")))
+    assert "shuffle" not in local.split("├─ ldp_avg_x0")[1]
+
+
+def test_shuffled_joint_intervals_cover():
+    d = 4
+    con = ldpql.connect(seed=6, evaluation=True)
+    con.register("t", _table(20_000, d, 5), private={f"x{j}": (0, 10) for j in range(d)}, budget=1e6, delta=1e-2)
+    rows = con.sql(f"EVALUATE SELECT {_avgs(d)} FROM t EPSILON 0.5 DELTA 1e-6 OPTIONS (model = 'shuffle') "
+                   "REPEAT 120").fetchall()
+    assert all(row[7] >= 0.88 for row in rows), [row[7] for row in rows]
+
+
+def test_model_shuffle_still_refuses_a_single_mean():
+    con = ldpql.connect(seed=5, evaluation=True)
+    con.register("t", _table(1000, 2, 4), private={"x0": (0, 10), "x1": (0, 10)}, budget=100, delta=1e-4)
+    with pytest.raises(ldpql.PlanError, match="no shuffle-model protocol is available for LDP_AVG"):
+        con.sql("SELECT LDP_AVG(x0) FROM t EPSILON 0.5 DELTA 1e-6 OPTIONS (model = 'shuffle')")
