@@ -1,7 +1,8 @@
 """Several LDP_AVG columns: one CoCo/Collision report per user against splitting users or ε (measured vs predicted).
 
 For d ∈ {2, 4, 8, 16} columns and ε ∈ {0.5, 1, 4}: the statement ``SELECT LDP_AVG(x1), ..., LDP_AVG(xd)`` run
-three ways through the engine (OPTIONS mechanism = 'coco': one joint report; split = 'users'; split = 'epsilon'),
+four ways through the engine (OPTIONS mechanism = 'coco': one joint report; split = 'users'; split = 'epsilon';
+the joint report shuffled, central (ε, 10^-6) with users at CoCo's own ε₀),
 REPEAT runs each, the summed MSE over the d columns (on the [-1, 1] scale of each column) measured and as
 predicted (the planner's worst case), and what the planner chooses on its own. Writes a CSV and a Markdown table.
 
@@ -22,7 +23,7 @@ import pyarrow as pa
 import ldpql
 
 WAYS = {"joint": "OPTIONS (mechanism = 'coco')", "users": "OPTIONS (split = 'users')",
-        "epsilon": "OPTIONS (split = 'epsilon')"}
+        "epsilon": "OPTIONS (split = 'epsilon')", "shuffled": "DELTA 1e-6 OPTIONS (mechanism = 'coco', model = 'shuffle')"}
 
 
 def table(n: int, d: int, seed: int) -> pa.Table:
@@ -59,16 +60,18 @@ def main() -> None:
     rows = []
     for d in (2, 4, 8, 16):
         con = ldpql.connect(seed=17, evaluation=True)
-        con.register("t", table(args.n, d, d), private={f"x{j}": (0, 10) for j in range(d)}, budget=1e9)
+        con.register("t", table(args.n, d, d), private={f"x{j}": (0, 10) for j in range(d)}, budget=1e9, delta=1.0 - 1e-9)
         base = "SELECT " + ", ".join(f"LDP_AVG(x{j})" for j in range(d)) + " FROM t EPSILON {eps}"
         for eps in (0.5, 1.0, 4.0):
             row = {"d": d, "epsilon": eps}
             for way, opts in WAYS.items():
                 sql = base.format(eps=eps) + " " + opts
                 row[f"pred_{way}"], row[f"meas_{way}"] = predicted(con, sql, d, args.n), measured(con, sql, args.reps)
-            chosen = str(con.sql("EXPLAIN " + base.format(eps=eps)))
-            row["planner"] = ("joint" if "mechanism * coco" in chosen or "mechanism * collision" in chosen else
-                              "users" if "split       users" in chosen else "epsilon")
+            for key, extra in (("planner", ""), ("planner_shuffle", " DELTA 1e-6 OPTIONS (model = 'auto')")):
+                chosen = str(con.sql("EXPLAIN " + base.format(eps=eps) + extra))
+                row[key] = ("joint shuffled" if "* coco: shuffle" in chosen or "* collision: shuffle" in chosen else
+                            "joint" if "* coco" in chosen or "* collision" in chosen else
+                            "users" if "split       users" in chosen else "epsilon")
             rows.append(row)
             print(row, flush=True)
     with open(out / "joint_means.csv", "w", newline="") as f:
@@ -78,12 +81,13 @@ def main() -> None:
     lines = [f"n = {args.n:,}, {args.reps} runs per cell; summed MSE over the d columns on the [-1, 1] scale "
              "(predicted: the planner's worst case)", "",
              "| d | ε | joint CoCo pred | meas | users split pred | meas | ε split pred | meas | meas joint/users | "
-             "meas joint/ε | planner |", "|" + "---|" * 11]
+             "meas joint/ε | planner | shuffled joint pred | meas | planner with δ = 1e-6 |", "|" + "---|" * 14]
     for r in rows:
         lines.append(f"| {r['d']} | {r['epsilon']:g} | {r['pred_joint']:.4g} | {r['meas_joint']:.4g} | "
                      f"{r['pred_users']:.4g} | {r['meas_users']:.4g} | {r['pred_epsilon']:.4g} | "
                      f"{r['meas_epsilon']:.4g} | {r['meas_joint'] / r['meas_users']:.2f} | "
-                     f"{r['meas_joint'] / r['meas_epsilon']:.2f} | {r['planner']} |")
+                     f"{r['meas_joint'] / r['meas_epsilon']:.2f} | {r['planner']} | {r['pred_shuffled']:.4g} | "
+                     f"{r['meas_shuffled']:.4g} | {r['planner_shuffle']} |")
     (out / "joint_means.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     assert all(math.isfinite(r["meas_joint"]) for r in rows)

@@ -206,3 +206,62 @@ def test_model_shuffle_still_refuses_a_single_mean():
     con.register("t", _table(1000, 2, 4), private={"x0": (0, 10), "x1": (0, 10)}, budget=100, delta=1e-4)
     with pytest.raises(ldpql.PlanError, match="no shuffle-model protocol is available for LDP_AVG"):
         con.sql("SELECT LDP_AVG(x0) FROM t EPSILON 0.5 DELTA 1e-6 OPTIONS (model = 'shuffle')")
+
+
+# ---- every backend ----------------------------------------------------------------------------------------------
+
+from ldpql.backends import spark as S  # noqa: E402
+
+SPARK_WHY = S.unavailable()
+BACKENDS = ["duckdb", pytest.param("spark", marks=pytest.mark.skipif(
+    SPARK_WHY is not None, reason=f"Spark backend not tested: {SPARK_WHY}"))]
+JOINT = "SELECT g, LDP_AVG(x0), LDP_AVG(x1), LDP_AVG(x2) FROM t GROUP BY g EPSILON {e} OPTIONS (mechanism = 'coco')"
+
+
+@pytest.fixture(scope="module")
+def parquet(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("joint") / "t.parquet"
+    import pyarrow.parquet as pq
+    table = _table(2000, 3, 8)
+    pq.write_table(table.append_column("uid", pa.array([f"u{k}" for k in range(2000)])), str(path),
+                   row_group_size=300)
+    return str(path)
+
+
+def _on(request, backend: str, path: str, seed: int | None = 7):
+    spark = request.getfixturevalue("spark_session") if backend == "spark" else None
+    con = ldpql.connect(evaluation=True, seed=seed, backend=backend, spark=spark)
+    con.sql(f"CREATE TABLE t FROM '{path}' (x0 PRIVATE BETWEEN 0 AND 10, x1 PRIVATE BETWEEN 0 AND 10, "
+            "x2 PRIVATE BETWEEN 0 AND 10, g PUBLIC, uid PUBLIC) PRIVACY UNIT uid BUDGET EPSILON 1000")
+    return con
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_reads_the_vector_exactly_and_identically_under_a_seed(request, parquet, backend):
+    con = _on(request, backend, parquet)
+    exact = con.sql(JOINT.format(e="INF")).fetchall()
+    clamp = ("least(greatest(CASE WHEN {0} IS NULL OR NOT (isfinite({0}) OR isinf({0})) THEN 5.0 ELSE {0} END, 0), "
+             "10)").format   # (isnan is folded to false from parquet statistics, which leave NaN out)
+    want = duckdb.sql(f"SELECT g, avg({clamp('x0')}), avg({clamp('x1')}), avg({clamp('x2')}) FROM "
+                      f"read_parquet('{parquet}') GROUP BY g ORDER BY g").fetchall()
+    assert [r[0] for r in exact] == [w[0] for w in want]
+    for r, w in zip(exact, want):
+        assert r[1:] == pytest.approx(w[1:], rel=1e-12)
+    noisy = con.sql(JOINT.format(e=2)).fetchall()
+    con.close()
+    duck = _on(request, "duckdb", parquet)
+    duck.sql(JOINT.format(e="INF"))   # (the same statements in the same order: a seed numbers them)
+    assert noisy == duck.sql(JOINT.format(e=2)).fetchall()   # a seed: the same answers on every backend
+    duck.close()
+
+
+@pytest.mark.skipif(SPARK_WHY is not None, reason=f"Spark backend not tested: {SPARK_WHY}")
+def test_spark_randomizes_the_vector_on_its_executors(request, parquet):
+    """No seed: Spark's executors randomize the users' vectors; the answers are finite, within 6 predicted
+    standard errors of the truth."""
+    con = _on(request, "spark", parquet, seed=None)
+    res = con.sql(JOINT.format(e=2))
+    truth = _on(request, "duckdb", parquet).sql(JOINT.format(e="INF")).fetchall()
+    for row, ivs, want in zip(res.fetchall(), res.intervals(), truth):
+        for value, iv, w in zip(row[1:], ivs[1:], want[1:]):
+            assert abs(value - w) < 6 * (iv[1] - iv[0]) / (2 * Z)
