@@ -78,10 +78,10 @@ def main() -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    lines = [f"n = {args.n:,}, {args.reps} runs per cell; summed MSE over the d columns on the [-1, 1] scale "
-             "(predicted: the planner's worst case)", "",
-             "| d | ε | joint CoCo pred | meas | users split pred | meas | ε split pred | meas | meas joint/users | "
-             "meas joint/ε | planner | shuffled joint pred | meas | planner with δ = 1e-6 |", "|" + "---|" * 14]
+    lines = [(f"n = {args.n:,}, {args.reps} runs per cell; summed MSE over the d columns on the [-1, 1] scale "
+             "(predicted: the planner's worst case)"), "",
+             ("| d | ε | joint CoCo pred | meas | users split pred | meas | ε split pred | meas | meas joint/users | "
+             "meas joint/ε | planner | shuffled joint pred | meas | planner with δ = 1e-6 |"), "|" + "---|" * 14]
     for r in rows:
         lines.append(f"| {r['d']} | {r['epsilon']:g} | {r['pred_joint']:.4g} | {r['meas_joint']:.4g} | "
                      f"{r['pred_users']:.4g} | {r['meas_users']:.4g} | {r['pred_epsilon']:.4g} | "

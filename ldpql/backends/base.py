@@ -102,7 +102,8 @@ class Backend(ABC):
 def rows_of(values) -> np.ndarray:
     """An encoding's values as numpy: a :class:`ldpql.expr.Vector`'s lists (an Arrow list column, or numpy's
     object array of arrays) as an (n, d) array of doubles; any other values as they are."""
-    import pyarrow as pa   # (imported here: the seam itself needs no Arrow)
+    import pyarrow as pa  # (imported here: the seam itself needs no Arrow)
+
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
         if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):

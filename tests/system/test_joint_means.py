@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import ldpql
+from ldpql.backends import spark as S
 
 Z = 1.959963984540054
 
@@ -131,7 +132,7 @@ def test_epsilon_inf_equals_plain_duckdb_avg(kind):
     d, n = 4, 3000
     con = _con(n, d)
     got = con.sql(f"SELECT {_avgs(d)} FROM t EPSILON INF OPTIONS (mechanism = '{kind}')").fetchone()
-    data = _table(n, d, 3)
+    data = _table(n, d, 3)  # noqa: F841  (DuckDB reads the local variable `data` by name)
     exprs = ", ".join(f"AVG(LEAST(GREATEST(COALESCE(CASE WHEN isnan(x{j}) THEN NULL ELSE x{j} END, 5.0), 0.0), 10.0))"
                       for j in range(d))
     want = duckdb.sql(f"SELECT {exprs} FROM data").fetchall()[0]
@@ -142,7 +143,7 @@ def test_group_by_runs_one_joint_report_per_group():
     con = _con(3000, 3)
     rows = con.sql("SELECT g, LDP_AVG(x1), LDP_AVG(x2) FROM t GROUP BY g EPSILON INF "
                    "OPTIONS (mechanism = 'coco')").fetchall()
-    data = _table(3000, 3, 3)
+    data = _table(3000, 3, 3)  # noqa: F841  (DuckDB reads the local variable `data` by name)
     want = duckdb.sql("SELECT g, AVG(x1), AVG(x2) FROM data GROUP BY g ORDER BY g").fetchall()
     assert [r[0] for r in rows] == [w[0] for w in want] == ["even", "odd"]
     for r, w in zip(rows, want):
@@ -209,8 +210,6 @@ def test_model_shuffle_still_refuses_a_single_mean():
 
 
 # ---- every backend ----------------------------------------------------------------------------------------------
-
-from ldpql.backends import spark as S  # noqa: E402
 
 SPARK_WHY = S.unavailable()
 BACKENDS = ["duckdb", pytest.param("spark", marks=pytest.mark.skipif(
