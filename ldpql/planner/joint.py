@@ -173,11 +173,13 @@ def _kinds(cols: list[Column]) -> list[str]:
 
 
 def _convert(ctx, runs, choice: tuple[str, str], cols: list[Column], where: list[int]) -> None:
-    """Make the first mean run the joint release (``choice`` = (kind, model) listed first) and every other mean
-    read its column of it."""
-    owner, delta = runs[0], _delta(ctx)
+    """Make the mean of the widest column run the joint release (``choice`` = (kind, model) listed first) and every
+    other mean read its column of it: a column's error is its half-width times the same factor, so the owner's
+    prediction bounds every column's (what ACCURACY checks)."""
+    at = max(range(len(runs)), key=lambda i: cols[where[i]].half)   # (the first on ties)
+    owner, delta = runs[at], _delta(ctx)
     options = [(k, m) for k in _kinds(cols) for m in ("local", "shuffle") if m == "local" or delta > 0]
-    owner.candidates = [joint_candidate(k, cols, where[0], delta if m == "shuffle" else 0.0)
+    owner.candidates = [joint_candidate(k, cols, where[at], delta if m == "shuffle" else 0.0)
                         for k, m in [choice] + [o for o in options if o != choice]]
     owner.epsilon, owner.users = ctx.epsilon, (0.0, 1.0)
     for a, j in zip(runs, where):

@@ -264,3 +264,14 @@ def test_spark_randomizes_the_vector_on_its_executors(request, parquet):
     for row, ivs, want in zip(res.fetchall(), res.intervals(), truth):
         for value, iv, w in zip(row[1:], ivs[1:], want[1:]):
             assert abs(value - w) < 6 * (iv[1] - iv[0]) / (2 * Z)
+
+
+def test_accuracy_holds_every_column_of_a_joint_report():
+    """The widest column runs the release, so its prediction (the largest) is what ACCURACY bounds."""
+    rng = np.random.default_rng(0)
+    con = ldpql.connect(seed=3, evaluation=True)
+    con.register("t", pa.table({"a": rng.uniform(0, 10, 20_000), "b": rng.uniform(0, 1000, 20_000)}),
+                 private={"a": (0, 10), "b": (0, 1000)}, budget=1000)
+    text = str(con.sql("EXPLAIN SELECT LDP_AVG(a), LDP_AVG(b) FROM t ACCURACY 30 OPTIONS (mechanism = 'coco')"))
+    per = dict(re.findall(r"(\w) ±([0-9.]+)", re.search(r"per column  predicted.*", text).group(0)))
+    assert float(per["b"]) <= 30 and float(per["a"]) <= 30 and "shares      the release of ldp_avg_b" in text
