@@ -308,7 +308,7 @@ class Executor:
         counts = self.backend.value_counts(self._pop, self._cells, x, users)
         for cell in sorted(counts):
             values, n = counts[cell]
-            xs = np.repeat(values, n)
+            xs = np.repeat(values, n, axis=0)   # (the rows of a Vector encoding stay rows)
             for i in range(0, len(xs), CANONICAL_ROWS):
                 part = xs[i:i + CANONICAL_ROWS]
                 yield (np.full(len(part), cell, dtype=np.int64) if self._pop.group_by else None), part

@@ -117,6 +117,15 @@ class Position(Expr):
     arg: Expr
 
 
+@dataclass(frozen=True)
+class Vector(Expr):
+    """Several numbers per row, read together (a joint release over d columns): the backends return them as
+    an (n, d) array of doubles, and value counts over distinct rows. Its items are total DOUBLE expressions
+    (NaN, not NULL, where a value is missing)."""
+
+    items: tuple[Expr, ...]
+
+
 def lit(v: Any) -> Literal:
     return v if isinstance(v, Expr) else Literal(v)
 

@@ -97,6 +97,30 @@ class Backend(ABC):
         """Stop a running read (another thread calls this when the consumer stops early)."""
 
 
+# ---- values of a Vector encoding (several numbers per user) ------------------------------------------------------
+
+def rows_of(values) -> np.ndarray:
+    """An encoding's values as numpy: a :class:`ldpql.expr.Vector`'s lists (an Arrow list column, or numpy's
+    object array of arrays) as an (n, d) array of doubles; any other values as they are."""
+    import pyarrow as pa  # (imported here: the seam itself needs no Arrow)
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+            return arr.to_numpy(zero_copy_only=False)
+        flat = arr.flatten().to_numpy(zero_copy_only=False).astype(float)
+        return flat.reshape(len(arr), -1) if len(arr) else flat.reshape(0, 0)
+    v = np.asarray(values)
+    if v.dtype == object and len(v) and isinstance(v[0], (np.ndarray, list, tuple)):
+        return np.stack([np.asarray(row, dtype=float) for row in v])
+    return v
+
+
+def value_order(xs: np.ndarray) -> np.ndarray:
+    """The stable ascending order of an encoding's distinct values: rows of a Vector lexicographically."""
+    return np.argsort(xs, kind="stable") if xs.ndim == 1 else np.lexsort(xs.T[::-1])
+
+
 # ---- the public WHERE --------------------------------------------------------------------------------------------
 
 def where_expr(e: ast.Expr) -> E.Expr:

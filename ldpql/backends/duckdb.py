@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ldpql import expr as E
-from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, slice_steps
+from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, rows_of, slice_steps, value_order
 from ldpql.backends.sql import render
 from ldpql.catalog import Table
 from ldpql.errors import ExecuteError, InternalError
@@ -89,11 +89,11 @@ class DuckDBBackend(Backend):
         got = self.duck.execute(f"SELECT cell, x, count(*) AS n FROM ({rows}) GROUP BY ALL").fetchnumpy()
         if np.ma.isMaskedArray(got["x"]) and got["x"].mask.any():
             raise InternalError("an encoding produced NULL: encodings must be total")
-        cell_of, xs, ns = np.asarray(got["cell"], dtype=np.int64), np.asarray(got["x"]), np.asarray(got["n"], np.int64)
+        cell_of, xs, ns = np.asarray(got["cell"], dtype=np.int64), rows_of(got["x"]), np.asarray(got["n"], np.int64)
         out: Counts = {}
         for c in np.unique(cell_of):
             mine = cell_of == c
-            order = np.argsort(xs[mine], kind="stable")
+            order = value_order(xs[mine])
             out[int(c)] = (xs[mine][order], ns[mine][order])
         return out
 
@@ -104,7 +104,7 @@ class DuckDBBackend(Backend):
         reader = _ReadAhead(self.duck.sql(query).to_arrow_reader(BATCH_ROWS), QUEUE_BATCHES, self.duck.interrupt)
         try:
             for batch in reader:
-                xs = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False)
+                xs = rows_of(batch.column(batch.num_columns - 1))
                 yield (batch.column(0).to_numpy(zero_copy_only=False) if pop.group_by else None), xs
         finally:
             reader.close()

@@ -166,6 +166,9 @@ def evaluate(e: E.Expr, columns: Mapping[str, np.ndarray], n: int) -> Vec:
         (a, anull), (b, bnull) = ev(e.then), ev(e.otherwise)
         pick = when.astype(bool) & ~wnull
         return np.where(pick, a, b), np.where(pick, anull, bnull)
+    if isinstance(e, E.Vector):   # (n, d) doubles; a row is NULL if an item is (items are total: never)
+        parts = [ev(x) for x in e.items]
+        return np.stack([np.asarray(v, dtype=float) for v, _ in parts], axis=1), np.logical_or.reduce([m for _, m in parts])
     if isinstance(e, E.Position):
         x, null = ev(e.arg)
         pos = np.zeros(n, dtype=np.int64)
@@ -297,14 +300,15 @@ class MemoryBackend(Backend):
             keep &= w.astype(bool) & ~wnull
         if (null & keep).any():
             raise ValueError("an encoding produced NULL: encodings must be total")
-        distinct, inverse = np.unique(v[keep], return_inverse=True)
+        distinct, inverse = np.unique(v[keep], return_inverse=True, axis=0 if v.ndim > 1 else None)
+        inverse = inverse.reshape(-1)
         return {0: (distinct, np.bincount(inverse, weights=self.counts[keep], minlength=len(distinct)).astype(np.int64))}
 
     def batches(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice):
         if not users.everyone:
             raise ValueError("the in-memory backend answers per-user rounds over all of its users only")
         v, _ = evaluate(x, self.columns, len(self.counts))
-        yield None, np.repeat(v, self.counts)
+        yield None, np.repeat(v, self.counts, axis=0)
 
 
 class FunctionBackend(Backend):

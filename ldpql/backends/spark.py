@@ -38,7 +38,7 @@ import duckdb
 import numpy as np
 
 from ldpql import expr as E
-from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, slice_steps
+from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, rows_of, slice_steps, value_order
 from ldpql.backends.sql import Dialect, render
 from ldpql.catalog import Table
 from ldpql.errors import ExecuteError, InternalError
@@ -142,6 +142,8 @@ def render_spark(e: E.Expr) -> str:
         return SPARK.try_cast(r(e.arg), e.type)
     if isinstance(e, E.Position):
         return SPARK.position(e.values, r(e.arg))
+    if isinstance(e, E.Vector):
+        return f"array({', '.join(r(x) for x in e.items)})"
     if isinstance(e, E.BinOp):
         left, right = r(e.left), r(e.right)
         if e.op == "/" and _nonzero_constant(e.right):
@@ -501,11 +503,11 @@ class SparkBackend(Backend):
         if got.column("x").null_count:
             raise InternalError("an encoding produced NULL: encodings must be total")
         cell_of = got.column("cell").to_numpy().astype(np.int64)
-        xs, ns = got.column("x").to_numpy(), got.column("count").to_numpy().astype(np.int64)
+        xs, ns = rows_of(got.column("x")), got.column("count").to_numpy().astype(np.int64)
         out: Counts = {}
         for c in np.unique(cell_of):
             mine = cell_of == c
-            order = np.argsort(xs[mine], kind="stable")
+            order = value_order(xs[mine])
             out[int(c)] = (xs[mine][order], ns[mine][order])
         return out
 
@@ -532,7 +534,7 @@ class SparkBackend(Backend):
 
     @staticmethod
     def _batch(pop: Population, cs: list, xs: list) -> tuple[np.ndarray | None, np.ndarray]:
-        return (np.asarray(cs, dtype=np.int64) if pop.group_by else None), np.asarray(xs)
+        return (np.asarray(cs, dtype=np.int64) if pop.group_by else None), np.asarray(xs)   # (arrays: lists -> rows)
 
     def randomized(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice, randomizers: dict[int, Any],
                    entropy: int, spawn: tuple[int, ...] = ()) -> dict[int, tuple[np.ndarray, int]]:
@@ -603,7 +605,7 @@ class _PartitionJob:
         counts: dict[int, int] = {}
         for batch in batches:
             cell = batch.column(0).to_numpy(zero_copy_only=False)
-            xs = batch.column(1).to_numpy(zero_copy_only=False)
+            xs = rows_of(batch.column(1))
             for c in np.unique(cell):
                 r = self.randomizers.get(int(c))
                 if r is None:

@@ -48,6 +48,9 @@ class Dialect:
     def try_cast(self, arg: str, type_name: str) -> str:
         return f"TRY_CAST({arg} AS {self.type(type_name)})"
 
+    def vector(self, items: list[str]) -> str:
+        return f"list_value({', '.join(items)})"
+
     def call(self, func: str, args: list[str]) -> str:
         if func == "isnan":   # DuckDB folds isnan(x) to false from parquet min/max statistics, which leave NaN out
             return f"(NOT (isfinite({args[0]}) OR isinf({args[0]})))"   # (audit5 F9); isfinite is not folded
@@ -86,4 +89,6 @@ def render(e: E.Expr, d: Dialect = DUCKDB) -> str:
         return f"CASE WHEN {r(e.when)} THEN {r(e.then)} ELSE {r(e.otherwise)} END"
     if isinstance(e, E.Position):
         return d.position(e.values, r(e.arg))
+    if isinstance(e, E.Vector):
+        return d.vector([r(x) for x in e.items])
     raise TypeError(f"cannot render {e!r}")

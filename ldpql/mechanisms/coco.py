@@ -73,10 +73,13 @@ def paper_t(epsilon: float, s: int) -> int:
 @functools.lru_cache(maxsize=4096)
 def optimal_t(epsilon: float, d: int, s: int) -> int:
     """The even t ≥ 2s + 2 minimising eq. (9), scanned up to 4× the paper's rule (the curve is flat, Fig. 5)."""
-    hi = 4 * paper_t(epsilon, s) + 2
-    step = max(2, 2 * (hi // 4000))   # at large ε a coarse scan, refined below
-    best = min(range(2 * s + 2, hi + 1, step), key=lambda t: mean_mse(epsilon, d, s, t))
-    return min(range(max(2 * s + 2, best - step), best + step + 1, 2), key=lambda t: mean_mse(epsilon, d, s, t))
+    lo, hi = 2 * s + 2, 4 * paper_t(epsilon, s) + 2
+    while True:   # a scan of ~4000 even t, then around the best again at a finer step, down to step 2 (at large
+        step = max(2, 2 * ((hi - lo) // 8000))   # ε the range is ~e^ε wide: one fine scan over it would not end)
+        best = min(range(lo, hi + 1, step), key=lambda t: mean_mse(epsilon, d, s, t))
+        if step == 2:
+            return best
+        lo, hi = max(2 * s + 2, best - step), best + step
 
 
 @register

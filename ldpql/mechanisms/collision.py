@@ -212,7 +212,11 @@ class Collision(Randomizer):
 
     def _cell_probabilities(self, code: int, exact: bool):
         """P[(H, z)] for every hash table H in product order and every z, for the vector numbered ``code``."""
-        ys = all_sparse(self.d, self.s)[int(code)]
+        return self.set_probabilities(all_sparse(self.d, self.s)[int(code)], exact)
+
+    def set_probabilities(self, ys: tuple[int, ...], exact: bool) -> list:
+        """P[(H, z)] in the order of :meth:`output_distribution` for the element set ``ys`` (at most s elements:
+        a user with fewer sends them as they are, spec §2.8), exact rationals as the sampler runs or floats."""
         weight = Fraction(1, self.t ** (2 * self.d)) if exact else self.t ** (-2.0 * self.d)
         out = []
         for table in itertools.product(range(self.t), repeat=2 * self.d):

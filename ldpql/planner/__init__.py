@@ -19,6 +19,7 @@ from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, RARE_REPORTS, Aggr
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
 from ldpql.planner import histogram  # noqa: F401,E402  (registers LDP_HISTOGRAM/FREQUENCY/TOPK/MODE)
 from ldpql.planner import accuracy
+from ldpql.planner import joint
 
 __all__ = ["AGGREGATES", "COMMON_ARGS", "AggregateSpec", "Candidate", "Plan", "PublicFacts", "Target", "plan", "check_option",
            "check_public", "register_aggregate", "RULES", "OPTIONS", "sweep"]
@@ -81,6 +82,8 @@ class _Context:
     split: str = "single"
     split_note: str = ""
     notes: list[str] = field(default_factory=list)
+    split_costs: dict = field(default_factory=dict)   # split_budget's relative variances, by split
+    joint: list | None = None                         # means that could share one report (planner.joint)
 
     def error(self, cls, message: str, node=None, hint: str | None = None, width: int = 1):
         return _error(cls, message, self.text, node, hint, width)
@@ -323,7 +326,7 @@ def choose_model(ctx: _Context) -> None:
                                              "or use model = 'local'")
         kinds = sorted({a.call.name.upper() for a in _runs(ctx)
                         if not any(c.model == "shuffle" for c in a.candidates)})
-        if kinds:
+        if kinds and not joint.can_shuffle(ctx):   # (several means: one shuffled joint report, planner.joint)
             raise ctx.error(PlanError, f"no shuffle-model protocol is available for {', '.join(kinds)}",
                             ctx.select, hint="use model = 'local' (or 'auto', which falls back to local)")
     for a in ctx.aggregates:
@@ -400,6 +403,7 @@ def split_budget(ctx: _Context) -> None:
     full = [_best_se(a, eps, n) for a in aggs]
     cost_eps = sum((_best_se(a, eps / k, n) / f) ** 2 for a, f in zip(aggs, full))
     cost_users = sum((_best_se(a, eps, n, 1 / k) / f) ** 2 for a, f in zip(aggs, full))
+    ctx.split_costs = {"epsilon": cost_eps, "users": cost_users}
     why = "split = '{}' was asked for; ".format(asked) if asked != "auto" else ""   # the note still shows both
     fewest = min((size for _, size in ctx.facts.groups), default=ctx.facts.n)
     if asked == "auto" and fewest < k:   # some group has fewer users than aggregates: a share would be empty
@@ -539,7 +543,8 @@ def note_nulls(ctx: _Context) -> None:
 
 RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, note_nulls, resolve_epsilon, enforce_epsilon_cap,
          choose_model,
-         apply_rounds_limit, apply_mechanism_override, split_budget, choose_mechanisms, note_predictions)
+         apply_rounds_limit, joint.consider_joint_release, apply_mechanism_override, split_budget,
+         joint.choose_joint_release, choose_mechanisms, note_predictions)
 
 
 def plan(select: ast.Select, table: Table, facts: PublicFacts, session: dict | None = None, text: str = "",

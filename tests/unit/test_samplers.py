@@ -34,6 +34,7 @@ from ldpql.mechanisms.piecewise import Piecewise
 from ldpql.mechanisms.rr import RandomizedResponse, flip, flip_probability
 from ldpql.mechanisms.shuffle import shuffle_budget
 from ldpql.mechanisms.unary import BRR
+from ldpql.mechanisms.vector import VectorMeans
 from ldpql.planner import PublicFacts, plan
 
 CAP_CASES = [pytest.param(r, id=repr(r)) for cls in REGISTRY.values() for r in cls.realised_cases(EPSILON_CAP)]
@@ -56,7 +57,7 @@ MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "ou
           "collision": lambda e: Collision(e, 4, 2, 5), "coco": lambda e: CoCo(e, 4, 2, 6),
           "privkv": lambda e: PrivKV(e, 4, 2), "pckv_ue": lambda e: PCKVUE(e, 4, 2),
           "pckv_grr": lambda e: PCKVGRR(e, 4, 1), "succinct": lambda e: Succinct(e, 4, 2, 1000),
-          "harmony": lambda e: Harmony(e, 3)}
+          "harmony": lambda e: Harmony(e, 3), "vector_means": lambda e: VectorMeans(e, 3, "coco", 8)}
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))

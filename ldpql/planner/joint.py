@@ -1,0 +1,271 @@
+"""Several LDP_AVG/LDP_MEAN columns from one report per user: the joint release of Wang, Li, Li, Li, Yang, Yan,
+"Differentially Private Numerical Vector Analyses in the Local and Shuffle Model" (spec seed-003 §9, rules 1–3).
+
+Two planner rules. :func:`consider_joint_release` finds a statement whose aggregates are all means over private
+bounded columns (at least two); OPTIONS (mechanism = 'coco' | 'collision') makes them one joint release there
+and then. Otherwise, after :func:`~ldpql.planner.split_budget` has weighed splitting ε against splitting users,
+:func:`choose_joint_release` predicts one CoCo report (unconditional means only) and one Collision report (any
+mean; the only one for a column whose NULLs are skipped, whose answer is a conditional mean), each user at the full
+ε with no split, and takes the joint release where its total relative variance Σ_j (se_j / se_j at the full ε
+and all users)² is below the chosen split's. The first mean runs the release; the others read their column of
+it (post-processing: ε charged once). Predictions are worst cases over the data (a coordinate's mean at 0), from
+public facts only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+from ldpql import expr as E
+from ldpql.catalog import NumericDomain
+from ldpql.errors import PlanError
+from ldpql.mechanisms import Encoding
+from ldpql.mechanisms.base import EPSILON_CAP
+from ldpql.mechanisms.shuffle import MIN_GAIN, local_epsilon, sparse_weights
+from ldpql.mechanisms.vector import (
+    KINDS,
+    VectorIdentity,
+    VectorMeans,
+    column,
+    optimal_t,
+    predicted_variance,
+    vector_round,
+)
+from ldpql.planner.plan import Candidate
+
+MEANS = ("LDP_MEAN", "LDP_AVG")
+NOTE = "one report per user for every column, at the full ε (no split)"
+SHUFFLED = "one shuffled report per user for every column, at the amplified ε₀ (no split)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One coordinate of the joint release."""
+
+    name: str
+    half: float
+    mid: float
+    skip: bool      # NULLs skipped: the answer is the mean over the users with a value (Collision only)
+    item: E.Expr    # what the user's device computes: x' in [-1, 1], NaN for a skipped NULL
+
+
+def _named(call, name: str):
+    return next((a.value.value for a in call.named if a.name == name), None)
+
+
+def _skips(a, dom: NumericDomain) -> bool:
+    nulls = getattr(a.target, "nulls", None)   # a statement's nulls => (where the engine has it) wins
+    return bool(nulls.skip) if nulls is not None else bool(getattr(dom, "skips_nulls", False))
+
+
+def _eligible(ctx) -> list | None:
+    """The mean aggregates of a statement that could share one report (every aggregate that runs is one, at
+    least two, none with its own epsilon => or mechanism =>), or None."""
+    runs = [a for a in ctx.aggregates if a.source is None]
+    if len(runs) < 2 or any(a.call.name.upper() not in MEANS or a.target.column is None for a in runs):
+        return None
+    for a in runs:
+        dom = ctx.table.column(a.target.column).domain
+        if not isinstance(dom, NumericDomain) or dom.gaussian is not None or a.target.encoding.size is not None:
+            return None
+        if _named(a.call, "epsilon") is not None or _named(a.call, "mechanism") is not None:
+            return None
+    return runs
+
+
+def _columns(ctx, runs) -> tuple[list[Column], list[int]]:
+    """The distinct columns (coordinates) and each aggregate's coordinate."""
+    cols: dict[str, Column] = {}
+    where = []
+    for a in runs:
+        col = ctx.table.column(a.target.column)
+        if col.name not in cols:
+            dom = col.domain
+            skip = _skips(a, dom)
+            scaled = dom.scaled(col.name)
+            if skip:   # a NULL (or a value that does not convert) is no element: NaN, not the midpoint
+                raw = E.number(col.name)
+                scaled = E.Case(E.Logic("OR", (E.IsNull(raw), E.call("isnan", raw))), E.Literal(math.nan), scaled)
+            cols[col.name] = Column(col.name, (dom.high - dom.low) / 2, (dom.high + dom.low) / 2, skip, scaled)
+        where.append(list(cols).index(col.name))
+    return list(cols.values()), where
+
+
+@functools.lru_cache(maxsize=1024)
+def shuffle_epsilon0(kind: str, d: int, eps: float, delta: float, n: int) -> float:
+    """ε₀ = f(ε_c, δ, n, mechanism): the largest local ε₀ whose n shuffled reports are (ε, δ)-DP by the exact
+    clone reduction at the mechanism's own mixture weight α_mix = s/Ω with s = d and t = t(ε₀) (spec §5.4, §5.5),
+    verified at the t the randomizer uses; ε itself when shuffling gains nothing."""
+    if delta <= 0 or n <= 1:
+        return eps
+    return local_epsilon(eps, delta, n, sparse_weights(d, lambda e0: optimal_t(kind, e0, d)))
+
+
+def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float = 0.0) -> Candidate:
+    """One joint release by ``kind`` (CoCo or Collision) over ``cols``; its prediction is column ``owner``'s.
+    With ``delta`` > 0 it is the shuffle-model release: users randomize at ε₀ (:func:`shuffle_epsilon0`)."""
+    d = len(cols)
+    halves, mids = np.array([c.half for c in cols]), np.array([c.mid for c in cols])
+    skips = np.array([c.skip for c in cols])
+    encoding = Encoding(E.Vector(tuple(c.item for c in cols)), None, ", ".join(c.name for c in cols))
+    cand = Candidate(kind, "shuffle" if delta > 0 else "local", 1, None, None, NOTE if delta <= 0 else SHUFFLED,
+                     delta=delta)
+
+    def local(eps: float, n: int) -> float:   # the ε each user's randomizer runs at
+        return shuffle_epsilon0(kind, d, eps, cand.delta, n) if cand.model == "shuffle" else eps
+
+    def predict(eps: float, n: int) -> float:
+        return halves[owner] * math.sqrt(predicted_variance(kind, local(eps, n), d, n))
+
+    def protocol(eps: float):
+        if math.isinf(eps):
+            return lambda n: vector_round(VectorIdentity(d), encoding, halves, mids, skips)
+        return lambda n: vector_round(VectorMeans(local(eps, n), d, kind), encoding, halves, mids, skips)
+
+    def check(eps: float, n: int) -> str | None:
+        if cand.model != "shuffle" or math.isinf(eps):
+            return None
+        e0 = local(eps, n)
+        if e0 > EPSILON_CAP:
+            return f"its ε₀ = {e0:.4g} is above the per-randomizer cap {EPSILON_CAP:g}"
+        return None if e0 > eps * (1 + MIN_GAIN) else f"amplification gives no gain at n = {n:,} (ε₀ = {e0:.4g})"
+
+    def describe(eps: float, n: int) -> list[str]:
+        if math.isinf(eps):
+            return [f"joint       {d} columns read together (EPSILON INF: exact, NULLs as declared)"]
+        e0 = local(eps, n)
+        t, sd = optimal_t(kind, e0, d), math.sqrt(predicted_variance(kind, e0, d, n))
+        per = ", ".join(f"{c.name} ±{1.959964 * c.half * sd:.4g}" for c in cols)
+        lines = [(f"joint       {kind}: one report of d = s = {d} signs per user (each column's x' rounded to ±1 "
+                  f"with P[+1] = (1 + x')/2 on the device), t = {t}, ε = {e0:.4g}"),
+                 f"per column  predicted (95%, worst case): {per}"]
+        if cand.model == "shuffle":
+            alpha = d / (d * math.exp(e0) + t - d)
+            lines.append(f"shuffle     users randomize at ε₀ = {e0:.4g}; shuffled, the reports are (ε_c, δ) = ({eps:g}, "
+                         f"{cand.delta:g})-DP by the exact clone reduction at α_mix = s/Ω = {alpha:.4g} (Feldman, "
+                         "McMillan and Talwar 2023, computed as in Wang et al. 2023)")
+        if skips.any():
+            lines.append("conditional " + ", ".join(c.name for c in cols if c.skip) + ": NULLs skipped, the mean over "
+                         "the users with a value (Collision's conditional mean), predicted as if every user had one: "
+                         "a column where a share p has one has about 1/p times this error")
+        return lines
+
+    cand.predict, cand.protocol, cand.check, cand.describe = predict, protocol, check, describe
+    cand.local_epsilon = local if delta > 0 else None
+    return cand
+
+
+def _delta(ctx) -> float:
+    """The δ a shuffled joint release may spend: the statement's, else what is left of the table's (0: none,
+    or model = 'local')."""
+    if ctx.options.get("model", "local") == "local":
+        return 0.0
+    left = ctx.table.budget_delta if ctx.facts.remaining_delta is None else ctx.facts.remaining_delta
+    return max(ctx.delta or left, 0.0) if left > 0 else 0.0
+
+
+def _kinds(cols: list[Column]) -> list[str]:
+    return [k for k in KINDS if not (k == "coco" and any(c.skip for c in cols))]
+
+
+def _convert(ctx, runs, choice: tuple[str, str], cols: list[Column], where: list[int]) -> None:
+    """Make the mean of the widest column run the joint release (``choice`` = (kind, model) listed first) and every
+    other mean read its column of it: a column's error is its half-width times the same factor, so the owner's
+    prediction bounds every column's (what ACCURACY checks)."""
+    at = max(range(len(runs)), key=lambda i: cols[where[i]].half)   # (the first on ties)
+    owner, delta = runs[at], _delta(ctx)
+    options = [(k, m) for k in _kinds(cols) for m in ("local", "shuffle") if m == "local" or delta > 0]
+    owner.candidates = [joint_candidate(k, cols, where[at], delta if m == "shuffle" else 0.0)
+                        for k, m in [choice] + [o for o in options if o != choice]]
+    owner.epsilon, owner.users = ctx.epsilon, (0.0, 1.0)
+    for a, j in zip(runs, where):
+        a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: column(est, j),
+                                       derived=f"column {j + 1} ({cols[j].name}) of the joint {choice[0]} report")
+        if a is not owner:
+            a.source, a.candidates = owner.index, []
+    ctx.split = "single"
+
+
+def can_shuffle(ctx) -> bool:
+    """Whether the statement's means could be one shuffled joint release (so model = 'shuffle' applies)."""
+    return _eligible(ctx) is not None
+
+
+def consider_joint_release(ctx) -> None:
+    """Rule: find the statement's joint-release candidates; OPTIONS (mechanism = 'coco' | 'collision') forces
+    one (a clear error where it cannot apply)."""
+    wanted = str(ctx.options.get("mechanism", "")).lower()
+    runs = _eligible(ctx)
+    ctx.joint = None
+    if wanted not in KINDS:
+        ctx.joint = runs
+        return
+    if runs is None:
+        raise ctx.error(PlanError, f"mechanism = '{wanted}' answers several LDP_AVG/LDP_MEAN columns from one report, "
+                        "and this statement is not that", ctx.select,
+                        hint="use it on a statement of two or more LDP_AVG(column) over bounded private columns and "
+                             "nothing else (no epsilon => or mechanism => on them), or drop the option")
+    cols, where = _columns(ctx, runs)
+    if wanted == "coco" and any(c.skip for c in cols):
+        raise ctx.error(PlanError, "CoCo gives unconditional means only, and the NULLs of "
+                        + ", ".join(c.name for c in cols if c.skip) + " are skipped", ctx.select,
+                        hint="use mechanism = 'collision' (its conditional mean is SQL's AVG over the users with "
+                             "a value), or declare the column NOT NULL or with a DEFAULT")
+    if str(ctx.options.get("split", "auto")).lower() != "auto":
+        raise ctx.error(PlanError, f"mechanism = '{wanted}' sends one report per user, so there is nothing to split",
+                        ctx.select, hint="drop the split option")
+    _convert(ctx, runs, (wanted, "shuffle" if _delta(ctx) > 0 else "local"), cols, where)
+    ctx.split_note = f"none: {NOTE} (mechanism = '{wanted}' was asked for)"
+
+
+def _options(ctx, cols: list[Column]) -> dict[tuple[str, str], float]:
+    """Every joint release that can run, (kind, model) -> the ε its users randomize at (typical group's n)."""
+    n, eps, d, delta = ctx.facts.typical_n, ctx.epsilon, len(cols), _delta(ctx)
+    out = {(k, "local"): eps for k in _kinds(cols)}
+    for k in _kinds(cols) if delta > 0 else ():
+        e0 = shuffle_epsilon0(k, d, eps, delta, n)
+        if eps * (1 + MIN_GAIN) < e0 <= EPSILON_CAP:
+            out[(k, "shuffle")] = e0
+    return out
+
+
+def _relative(ctx, kind: str, eps0: float, cols: list[Column], where: list[int], runs) -> float:
+    """Σ over the aggregates of (joint se at ε₀ / best se at the full ε and all users)², the split's unit."""
+    n, eps = ctx.facts.typical_n, ctx.epsilon
+    var = predicted_variance(kind, eps0, len(cols), n)
+    full = [min((c.expected_se(eps, n) for c in a.candidates if not c.rejected), default=math.inf) for a in runs]
+    return sum(cols[j].half ** 2 * var / f ** 2 for j, f in zip(where, full))
+
+
+def _label(option: tuple[str, str], eps0: float, d: int) -> str:
+    kind, model = option
+    return f"{kind} (t = {optimal_t(kind, eps0, d)}{f', shuffled at ε₀ = {eps0:.4g}' if model == 'shuffle' else ''})"
+
+
+def choose_joint_release(ctx) -> None:
+    """Rule: after the split is weighed, take one joint report instead where it predicts less total relative
+    variance (spec §9 rules 1–4: CoCo for unconditional means, Collision where a column's NULLs are skipped;
+    shuffled where the model allows, each at its own ε₀). model = 'shuffle' takes the best shuffled report."""
+    runs = getattr(ctx, "joint", None)
+    if not runs or math.isinf(ctx.epsilon) or ctx.facts.n == 0 or not ctx.split_costs:
+        return
+    cols, where = _columns(ctx, runs)
+    options = _options(ctx, cols)
+    costs = {o: _relative(ctx, o[0], e0, cols, where, runs) for o, e0 in options.items()}
+    shuffled = [o for o in costs if o[1] == "shuffle"]
+    best = min(shuffled if ctx.options.get("model") == "shuffle" and shuffled else costs, key=costs.get)
+    split, what = ctx.split_costs[ctx.split], "ε" if ctx.split == "epsilon" else "users"
+    label = _label(best, options[best], len(cols))
+    others = "; ".join(f"{_label(o, options[o], len(cols))} {v:.3g}" for o, v in costs.items() if o != best)
+    asked = ctx.options.get("model") == "shuffle" and best[1] == "shuffle"
+    if str(ctx.options.get("split", "auto")).lower() != "auto" or (costs[best] >= split and not asked):
+        ctx.split_note += f"; one {label} report per user for all {len(runs)} means would predict {costs[best]:.3g}"
+        return
+    _convert(ctx, runs, best, cols, where)
+    ctx.split_note = (f"none: {SHUFFLED if best[1] == 'shuffle' else NOTE}; {label}: relative variance "
+                      f"{costs[best]:.3g} vs {split:.3g} for splitting {what}" + (f"; {others}" if others else "")
+                      + ("; model = 'shuffle' was asked for" if asked else ""))
