@@ -135,7 +135,8 @@ class NumericDomain:
     def describe(self) -> str:
         kind = "INTEGER " if self.integer else ""
         nulls = (f"NOT NULL (a NULL would count as {self.null_value:g})" if self.not_null else
-                 f"NULL -> {self.null_value:g}" if self.default is not None else "nullable: means skip NULL")
+                 f"NULL -> {self.null_value:g}" if self.default is not None else
+                 f"nullable (means and sums skip NULL; other aggregates count it as {self.null_value:g})")
         text = f"{kind}BETWEEN {self.low:g} AND {self.high:g}; {nulls}; clamped"
         if self.gaussian is not None:
             lo, hi = self.gaussian

@@ -32,7 +32,7 @@ from ldpql.grammar import ast
 from ldpql.mechanisms import Identity, one_round
 from ldpql.mechanisms import gaussian as G
 from ldpql.mechanisms.base import EPSILON_CAP
-from ldpql.planner.aggregates import AggregateSpec, _err, mean_candidates, register_aggregate, resolve_mean
+from ldpql.planner.aggregates import MEAN_ARGS, AggregateSpec, _err, mean_candidates, register_aggregate, resolve_mean
 from ldpql.planner.plan import Candidate, Target
 
 NAMES = {2: "gaussian", 1: "gaussian_1round"}
@@ -83,7 +83,12 @@ def candidates(target: Target) -> list[Candidate]:
     """Duchi et al., PM and HM, and on a Gaussian column the two Gaussian protocols."""
     out = mean_candidates(target)
     if isinstance(target, GaussianTarget):
-        out += [_candidate(target, 2), _candidate(target, 1)]
+        extra = [_candidate(target, 2), _candidate(target, 1)]
+        if target.nulls.nullable:   # a NULL is a point mass the Gaussian model has no room for (audit6 F2)
+            for c in extra:
+                c.rejected = (f"assumes every value is Gaussian, and `{target.column}` may hold NULLs (a point mass); "
+                              "declare it NOT NULL if it has none")
+        out += extra
     return out
 
 
@@ -152,5 +157,6 @@ def describe(t: GaussianTarget, rounds: int, eps: float, n: int) -> list[str]:
     return lines
 
 
-register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column", "mean",
-                                 resolve, candidates, statement_aware=True), "LDP_AVG")
+register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column (over the users "
+                                 "with a value on a nullable one)", "mean", resolve, candidates, MEAN_ARGS,
+                                 statement_aware=True), "LDP_AVG")
