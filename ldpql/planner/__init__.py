@@ -526,7 +526,8 @@ def _null_semantics(col: str, ns) -> str:
 def _null_value(column) -> str:
     dom = column.domain
     if isinstance(dom, NumericDomain):
-        how = "DEFAULT" if dom.default is not None else "the midpoint of its domain; DEFAULT v sets it"
+        how = ("declared NOT NULL, never checked: a NULL that appears anyway counts as this" if dom.not_null else
+               "DEFAULT" if dom.default is not None else "the midpoint of its domain; DEFAULT v sets it")
         return f"{column.name}: NULL or unreadable values count as {dom.null_value:g} ({how})"
     if isinstance(dom, CategoricalDomain):
         return f"{column.name}: NULL and undeclared values count as {OTHER}" + \

@@ -255,11 +255,9 @@ def resolve_count(call: ast.Call, table: Table, text: str) -> Target:
     arg = call.args[0]
     for ref in ast.columns_of(arg):
         table.column(ref.name, ref.pos, text)
-    if isinstance(arg, ast.ColumnRef) and not isinstance(table.column(arg.name).domain, BooleanDomain):
-        # SQL's COUNT(x): the users whose x is not NULL (nor NaN, nor unreadable), counted privately
-        cond = E.Not(E.Logic("OR", (E.IsNull(E.number(arg.name)), E.call("isnan", E.number(arg.name))))) \
-            if isinstance(table.column(arg.name).domain, NumericDomain) else \
-            E.IsNull(Condition(table, text).operand(arg, None)[0], True)
+    if isinstance(arg, ast.ColumnRef) and isinstance(table.column(arg.name).domain, NumericDomain):
+        # SQL's COUNT(x) on a numeric column: the users whose x is not NULL (nor NaN, nor unreadable), privately
+        cond = E.Not(E.Logic("OR", (E.IsNull(E.number(arg.name)), E.call("isnan", E.number(arg.name)))))
         return Target(None, Encoding(E.indicator(cond), 2, f"{arg.sql()} IS NOT NULL"),
                       f"the users with a value of {arg.sql()} (SQL's COUNT: NULL and unreadable values do not count)",
                       None, "users")
