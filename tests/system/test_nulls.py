@@ -75,7 +75,7 @@ def _chosen(con, sql: str) -> str:
 
 
 def test_nullable_not_null_and_default_columns_pick_their_semantics_and_say_so():
-    w, null = wages(20_000, 0.0, seed=1)
+    w, _ = wages(20_000, 0.0, seed=1)
     con = ldpql.connect(seed=1, evaluation=True)
     con.register("t", pa.table({"a": w, "b": w, "c": w}), budget=1e9,
                  private={"a": (0, HIGH), "b": {"between": (0, HIGH), "not_null": True},
@@ -123,7 +123,7 @@ def test_gaussian_protocols_are_rejected_on_a_nullable_column_and_run_when_decla
                  private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1},
                           "y": {"between": (-1000, 1000), "gaussian_sigma": 1, "not_null": True}})
     plan = con.sql("EXPLAIN SELECT LDP_MEAN(x) FROM h EPSILON 2").plan.aggregates[0]
-    gauss = [c for c in plan.candidates if c.mechanism == "gaussian"][0]
+    gauss = next(c for c in plan.candidates if c.mechanism == "gaussian")
     assert "may hold NULLs" in gauss.rejected and plan.chosen.mechanism == "collision"
     assert _chosen(con, "SELECT LDP_MEAN(y) FROM h EPSILON 2") == "gaussian"
     with pytest.raises(ldpql.PlanError, match="may hold NULLs"):
