@@ -222,3 +222,43 @@ def predicted_variance(epsilon: float, what: str, low: float, high: float, prese
         grad = gradient(what, f, 1, low, high)
         worst = max(worst, float(grad @ covariance(r.p_true, r.p_false, f) @ grad))
     return worst
+
+
+# ---- the split: an unconditional mean and the share with a value, from two reports --------------------------
+
+def split_protocol(mean_r: Randomizer, present_r: Randomizer, value, present, low: float, high: float,
+                   population: int | None = None) -> Protocol:
+    """The mean over the users with a value from two reports of every user at ε₁ + ε₂ (sequential composition):
+    a mean mechanism (Duchi et al., PM, HM) on x' with NULL as 0, Â, and binary randomized response on "x has a
+    value", π̂; the answer mid + half·clip(Â/max(π̂, 1/n), −1, 1) with the delta-method variance
+    (Var Â + R² Var π̂)/π² (the two reports' noises are independent) plus the sampling term of a users split."""
+    first = yield Round(mean_r, value)
+    second = yield Round(present_r, present)
+    n = first.n
+    if n == 0:
+        nan = np.full(1, np.nan)
+        return Estimate(nan, nan, note="no users")
+    a = float(mean_r.estimate(first.summary, n)[0])
+    m2 = mean_r.second_moment(first.summary, n)
+    plug = np.clip([a], -1, 1)
+    var_a = float((mean_r.variance(plug, n) if m2 is None else mean_r.variance(plug, n, second_moment=m2))[0])
+    p = float(present_r.estimate(second.summary, n)[0])
+    var_p = float(present_r.variance(np.clip([p], 0, 1), n)[0])
+    pi = max(p, 1 / n)
+    ratio = float(np.clip(a / pi, -1, 1))
+    var = (var_a + ratio ** 2 * var_p) / pi ** 2
+    if population and n < population:   # the users asked stand for the whole group
+        var += (1 - ratio ** 2) * (1 - n / population) / (n * min(max(p, 1 / n), 1))
+    half, mid = (high - low) / 2, (high + low) / 2
+    note = ""
+    if math.isfinite(mean_r.epsilon) and p < 3 * math.sqrt(var_p):
+        note = (f"low confidence: the estimated share of users with a value ({p:.3g}) is within 3 standard errors "
+                f"({math.sqrt(var_p):.3g}) of 0, so the mean over them is unreliable (the ratio is biased)")
+    return Estimate(np.array([mid + half * ratio]), np.array([min(half * math.sqrt(max(var, 0.0)), half)]), note=note,
+                    extra={"present": p})
+
+
+def split_predicted_variance(mean_worst: float, present_at_one: float) -> float:
+    """n × the largest variance of the split's ratio at a share of 1 with a value: the mean mechanism's worst case
+    plus the share's variance at R² = 1 (both at their worst, which no one data set need reach: conservative)."""
+    return mean_worst + present_at_one

@@ -127,6 +127,8 @@ class Nulls:
     missing: Encoding            # the scaled value, or conditional.MISSING for a NULL: keeps NULL apart
     zero: Encoding | None        # the scaled value with NULL as 0 (for a sum), None when 0 is outside the range
     nullable: bool               # not declared NOT NULL: NULLs may be in the data
+    midpoint: Encoding           # the scaled value with NULL as the midpoint (0 on the scaled axis)
+    present: Encoding            # 1 where the row has a value, else 0
 
 
 def _nulls(call: ast.Call, col, dom: NumericDomain, text: str) -> Nulls:
@@ -144,8 +146,12 @@ def _nulls(call: ast.Call, col, dom: NumericDomain, text: str) -> Nulls:
         why = ("declared NOT NULL" if dom.not_null else "declared DEFAULT" if dom.default is not None else
                "nullable: neither NOT NULL nor DEFAULT is declared")
     zero = Encoding(dom.scaled(col.name, 0.0), None, col.name) if dom.low <= 0 <= dom.high else None
+    x = E.number(col.name)
+    present = E.indicator(E.Not(E.Logic("OR", (E.IsNull(x), E.call("isnan", x)))))
     return Nulls(skip, dom.null_value, why, dom.low, dom.high,
-                 Encoding(dom.scaled_or(col.name, conditional.MISSING), None, col.name), zero, not dom.not_null)
+                 Encoding(dom.scaled_or(col.name, conditional.MISSING), None, col.name), zero, not dom.not_null,
+                 Encoding(dom.scaled(col.name, (dom.low + dom.high) / 2), None, col.name),
+                 Encoding(present, 2, f"{col.name} IS NOT NULL"))
 
 
 def resolve_mean(call: ast.Call, table: Table, text: str) -> Target:
@@ -223,12 +229,52 @@ def collision_candidate(target: Target, what: str) -> Candidate:
                      split_se=lambda eps, pop, n: per(pop) * predict(eps, n) / per(n))
 
 
+SPLIT_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)   # the mean report's share of ε the split candidate considers
+
+
+def _split_plan(eps: float) -> tuple[float, Callable[[float], Randomizer], float]:
+    """(n × predicted variance on the scaled axis, mean mechanism, its ε₁) of the best split of ε between a mean
+    report and a presence bit, each mechanism at its worst case and the ratio at R² = 1, a share of 1 with a value."""
+    out = []
+    for share in SPLIT_SHARES:
+        bit = float(RandomizedResponse(eps * (1 - share)).variance(np.ones(1), 1)[0])
+        out += [(conditional.split_predicted_variance(worst_case_variance(make(eps * share), 1), bit), make,
+                 eps * share) for make in (Duchi, Piecewise, Hybrid)]
+    return min(out, key=lambda t: t[0])
+
+
+def split_candidate(target: Target) -> Candidate:
+    """Two reports per user: the best unconditional mean mechanism on x with NULL as the midpoint (ε₁) and binary
+    randomized response on "x has a value" (ε − ε₁); the mean over the users with a value is their ratio."""
+    ns = target.nulls
+    half = (ns.high - ns.low) / 2
+
+    def predict(eps: float, n: int) -> float:
+        return half * math.sqrt(_split_plan(eps)[0] / max(n, 1)) if not math.isinf(eps) else 0.0
+
+    def protocol(eps: float):
+        if math.isinf(eps):
+            mean_r, bit = Identity(None, "mean"), Identity(2, "ones")
+        else:
+            _, make, e1 = _split_plan(eps)
+            mean_r, bit = make(e1), RandomizedResponse(eps - e1)
+        return lambda n: conditional.split_protocol(mean_r, bit, ns.midpoint, ns.present, ns.low, ns.high, n)
+
+    def describe(eps: float, n: int) -> list[str]:
+        _, make, e1 = _split_plan(eps)
+        return [f"reports     two per user: {make(e1).name} at ε₁ = {e1:.3g} on the value (NULL as the midpoint) and "
+                f"randomized response at ε₂ = {eps - e1:.3g} on whether it has one; the answer is mid + (m̃ − mid)/π̂"]
+
+    return Candidate("split", "local", 2, predict, protocol, REFERENCE, describe=describe,
+                     sampling=lambda pop: half ** 2)
+
+
 def mean_candidates(target: Target) -> list[Candidate]:
     half, mid = target.affine
     out = _numeric_candidates(target, lambda n: half, lambda n: mid)
     if target.nulls is None or not target.nulls.skip:
         return out
-    return [collision_candidate(target, "mean")] + _unconditional_rejected(out, target.nulls)
+    return [collision_candidate(target, "mean"), split_candidate(target)] + _unconditional_rejected(out, target.nulls)
 
 
 def sum_candidates(target: Target) -> list[Candidate]:

@@ -165,3 +165,20 @@ def test_few_users_with_a_value_flag_the_answer_as_low_confidence():
     assert "low confidence" in est.note and -1 <= est.values[0] <= 1
     full = answer(r, r.aggregate(r.randomize(np.full(n, 0.5), rng)), n, "mean", -1, 1)
     assert full.note == ""
+
+
+# ---- the split candidate: a mean report and a presence bit --------------------------------------------------
+
+def test_at_a_large_epsilon_the_split_candidate_wins_covers_and_spends_exactly_epsilon():
+    con, present = wage_table(30_000, 0.35, seed=17)
+    plan = con.sql("EXPLAIN SELECT LDP_AVG(wage) FROM jobs EPSILON 6").plan.aggregates[0]
+    assert plan.chosen.mechanism == "split"
+    assert [c.mechanism for c in plan.candidates][:2] == ["collision", "split"]
+    assert plan.chosen.predicted_se < next(c for c in plan.candidates if c.mechanism == "collision").predicted_se
+    row = evaluate(con, "EVALUATE SELECT LDP_AVG(wage) FROM jobs EPSILON 6 REPEAT 30")[0]
+    assert row["truth"] == pytest.approx(present.mean(), rel=1e-9)
+    assert row["coverage"] >= 0.8
+    before = con.remaining_budget("jobs")
+    con.sql("SELECT LDP_AVG(wage) FROM jobs EPSILON 6")
+    assert before - con.remaining_budget("jobs") == pytest.approx(6)
+    assert _chosen(con, "SELECT LDP_AVG(wage) FROM jobs EPSILON 1") == "collision"
