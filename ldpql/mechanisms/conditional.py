@@ -17,6 +17,10 @@ P_f² + x̲·P_f(P_t − P_f) (given its element they are independent, spec §2.
 quantities the release estimates; the standard errors are the delta method over the users taken as a sample
 (so sampling error is included: conservative by the users' spread for a fixed population). The ratio is biased
 when x̲̂ is small: the answer is flagged low-confidence when x̲̂ < 3·sd(x̲̂) (spec §8.22).
+
+:func:`split_protocol` is the other way the planner considers (an engine decision, not the paper's): two reports
+per user under sequential composition, a mean mechanism on x' with NULL as 0 and binary randomized response on
+"has a value", their ratio with the delta method; both randomizers are the engine's registered, audited ones.
 """
 
 from __future__ import annotations
