@@ -118,8 +118,8 @@ class CollisionMean(Randomizer):
 
 class NoNoise(Randomizer):
     """The noise-off twin of :class:`CollisionMean` (EPSILON INF, EVALUATE's truth): its summary is the exact
-    (Σ (1 + x')/2, Σ (1 − x')/2) over the users with a value, so the same estimators give the exact non-NULL
-    mean, sum and count. Not a local randomizer, so not registered."""
+    (Σ x', count) over the users with a value, from which :func:`answer` computes the non-NULL mean, sum and count
+    as plain SQL does (NULL when no user has a value). Not a local randomizer, so not registered."""
 
     name = "identity"
     input_size = None
@@ -132,8 +132,8 @@ class NoNoise(Randomizer):
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = np.asarray(x, dtype=float)
-        v = np.where(_missing(x), np.nan, np.clip(x, -1, 1))
-        return np.stack([np.nan_to_num((1 + v) / 2), np.nan_to_num((1 - v) / 2)], axis=1)
+        gone = _missing(x)
+        return np.stack([np.where(gone, 0.0, np.clip(x, -1, 1)), (~gone).astype(float)], axis=1)
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.asarray(reports, dtype=float).reshape(-1, 2).sum(axis=0)
@@ -182,8 +182,10 @@ def answer(r: Randomizer, summary: np.ndarray, n: int, what: str, low: float, hi
     """The mean over the users with a value (``what`` = 'mean'), their sum or their count, from n users' release,
     standing for ``population`` users (a users split) where given: value, delta-method standard error, and the
     low-confidence note of spec §8.22."""
-    f = r.estimate(summary, n)
     big = population or n
+    if isinstance(r, NoNoise):
+        return _exact(summary, n, big, what, low, high)
+    f = r.estimate(summary, n)
     mean, present = f[0] - f[1], f[0] + f[1]
     plug = np.clip(f, 0, 1)
     cov = covariance(r.p_true, r.p_false, plug) / n
@@ -203,6 +205,15 @@ def answer(r: Randomizer, summary: np.ndarray, n: int, what: str, low: float, hi
     step = float(np.abs(gradient(what, plug, big, low, high)).max()) * r.step(n) if what != "mean" else 0.0
     return Estimate(np.array([value]), np.array([se]), note=note, step=step,
                     extra={"present": float(present)})
+
+
+def _exact(summary: np.ndarray, n: int, big: int, what: str, low: float, high: float) -> Estimate:
+    """Noise off: SQL's AVG, SUM and COUNT over the users with a value, from (Σ x', count)."""
+    total, count = (float(v) for v in summary)
+    half, mid = (high - low) / 2, (high + low) / 2
+    value = {"mean": mid + half * (total / count) if count else math.nan,
+             "sum": (mid * count + half * total) * big / n, "count": count * big / n}[what]
+    return Estimate(np.array([value]), np.zeros(1), extra={"present": count / n})
 
 
 def protocol(r: Randomizer, encoding, what: str, low: float, high: float, population: int | None = None) -> Protocol:
