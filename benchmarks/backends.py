@@ -167,8 +167,8 @@ def column_bytes(directory: Path) -> dict[str, int]:
 
 def declare_sql(directory: Path, name: str = "t") -> str:
     cats = ", ".join(f"'{c}'" for c in CATEGORIES)
-    return (f"CREATE TABLE {name} FROM '{directory}/*.parquet' (x PRIVATE INTEGER BETWEEN 0 AND {X_HI}, "
-            f"y PRIVATE BETWEEN 0 AND 1, c PRIVATE IN ({cats}), g PUBLIC, h PUBLIC) BUDGET EPSILON 1000")
+    return (f"CREATE TABLE {name} FROM '{directory}/*.parquet' (x PRIVATE INTEGER BETWEEN 0 AND {X_HI} NOT NULL, "
+            f"y PRIVATE BETWEEN 0 AND 1 NOT NULL, c PRIVATE IN ({cats}), g PUBLIC, h PUBLIC) BUDGET EPSILON 1000")
 
 
 # -- the child: one statement in a fresh process -------------------------------------------------------------

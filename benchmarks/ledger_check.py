@@ -69,7 +69,7 @@ def main() -> None:
         data, ledger = Path(tmp) / "t.parquet", str(Path(tmp) / "budget.ldpql")
         make_data(data, args.users)
         con = ldpql.connect(ledger=ledger)
-        con.sql(f"CREATE TABLE t FROM '{data}' (x PRIVATE BETWEEN 0 AND 1, g PUBLIC) BUDGET EPSILON 1000")
+        con.sql(f"CREATE TABLE t FROM '{data}' (x PRIVATE BETWEEN 0 AND 1 NOT NULL, g PUBLIC) BUDGET EPSILON 1000")
         q = "SELECT LDP_MEAN(x) FROM t WHERE g < 50 EPSILON 0.001"
         rows = [("empty ledger", 0, timed(lambda: con.explain(q)), timed(lambda: con.sql(q), 1))]
         fill_s = fill(con, args.charges)

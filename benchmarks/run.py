@@ -140,7 +140,7 @@ def ldpql_connection(path: Path):
     con = ldpql.connect(seed=1, evaluation=True)
     con.duck.execute("SET enable_progress_bar = false")
     con.sql(f"CREATE TABLE t FROM '{path}' (c PRIVATE INTEGER BETWEEN 0 AND {D - 1}"
-            + (f", x PRIVATE BETWEEN {LO:g} AND {HI:g}" if _has_x(path) else "") + ") BUDGET EPSILON 1e9")
+            + (f", x PRIVATE BETWEEN {LO:g} AND {HI:g} NOT NULL" if _has_x(path) else "") + ") BUDGET EPSILON 1e9")
     return con
 
 

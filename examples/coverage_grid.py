@@ -62,10 +62,11 @@ REGRET_LIMIT = 1.25
 LONG_TAIL = tuple(f"v{k:02d}" for k in range(30))
 CLOSE = ("a", "b", "c", "d", "e")
 DISCRETE = (0, 3, 7, 20, 21, 22, 60, 100)
-DOMAINS = {"u": (0.0, 100.0),                                     # uniform, continuous
-           "h": {"between": (0, 20000), "integer": True},         # heavy-tailed (lognormal), like diamonds prices
-           "d": {"between": (0, 100), "integer": True},           # discrete with gaps
-           "m": (0.0, 100.0),                                     # bimodal
+# (the synthetic columns have no NULLs, and say so: their means are the unconditional mechanisms')
+DOMAINS = {"u": {"between": (0.0, 100.0), "not_null": True},      # uniform, continuous
+           "h": {"between": (0, 20000), "integer": True, "not_null": True},  # heavy-tailed (lognormal), like diamonds
+           "d": {"between": (0, 100), "integer": True, "not_null": True},    # discrete with gaps
+           "m": {"between": (0.0, 100.0), "not_null": True},      # bimodal
            "c": list(CLOSE),                                      # close leading frequencies
            "l": list(LONG_TAIL),                                  # long tail
            "b": bool}

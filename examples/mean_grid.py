@@ -130,7 +130,7 @@ def check_rule_matches_planner(eps_grid) -> None:
     """The rule this script applies is the one the engine's planner applies (through EXPLAIN)."""
     con = ldpql.connect(seed=0, evaluation=True)
     import pyarrow as pa
-    con.register("t", pa.table({"x": np.linspace(0, 1, 1000)}), private={"x": (0, 1)}, budget=1000)
+    con.register("t", pa.table({"x": np.linspace(0, 1, 1000)}), private={"x": {"between": (0, 1), "not_null": True}}, budget=1000)
     for eps in eps_grid:
         plan = con.explain(f"SELECT LDP_MEAN(x) FROM t EPSILON {eps}")
         assert f"mechanism * {chosen(eps, 1000)}:" in str(plan), (eps, str(plan))

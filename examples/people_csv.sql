@@ -1,8 +1,8 @@
 -- A scripted analysis over a CSV file. Run from the repository root:
 --     ldpql --evaluate --seed 7 examples/people_csv.sql
 CREATE TABLE people FROM 'examples/data/people.csv' (
-    age    PRIVATE INTEGER BETWEEN 0 AND 120,
-    income PRIVATE BETWEEN 0 AND 250000,
+    age    PRIVATE INTEGER BETWEEN 0 AND 120 NOT NULL,
+    income PRIVATE BETWEEN 0 AND 250000 NOT NULL,
     city   PRIVATE IN ('Paris', 'Lyon', 'Nice'),
     region PUBLIC
 ) PRIVACY UNIT person_id BUDGET EPSILON 4;

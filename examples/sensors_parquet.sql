@@ -1,9 +1,9 @@
 -- Several means over a parquet file, with a fixed split of ε and a mechanism override. Run from the root:
 --     ldpql --evaluate --seed 7 examples/sensors_parquet.sql
 CREATE TABLE sensors FROM 'examples/data/sensors.parquet' (
-    temperature PRIVATE BETWEEN -10 AND 50,
-    humidity    PRIVATE BETWEEN 0 AND 100,
-    vibration   PRIVATE BETWEEN 0 AND 2,
+    temperature PRIVATE BETWEEN -10 AND 50 NOT NULL,   -- no NULLs: the unconditional mechanisms apply
+    humidity    PRIVATE BETWEEN 0 AND 100 NOT NULL,
+    vibration   PRIVATE BETWEEN 0 AND 2 NOT NULL,
     site        PUBLIC
 ) PRIVACY UNIT device BUDGET EPSILON 3;
 

@@ -78,7 +78,11 @@ def _canon(v: float) -> str:
 
 @dataclass(frozen=True)
 class NumericDomain:
-    """``BETWEEN low AND high``: values are clamped into it; NULL/NaN become ``default`` (midpoint if unset)."""
+    """``BETWEEN low AND high [NOT NULL] [DEFAULT v]``: values are clamped into it. Which semantics a NULL (or NaN, or
+    a value that does not convert) takes is declared, never read from data: a ``DEFAULT v`` says it stands for v;
+    ``NOT NULL`` promises there are none (one that appears anyway counts as the midpoint: the promise, like a
+    declared distribution, is never checked); otherwise the column is nullable and means skip NULLs, as SQL's
+    AVG does (:attr:`skips_nulls`)."""
 
     low: float
     high: float
@@ -87,6 +91,12 @@ class NumericDomain:
     # DISTRIBUTION GAUSSIAN (SIGMA ...): (σ_min, σ_max), equal when σ is declared; public metadata the planner may
     # use (the Gaussian mean protocols), never checked against the data, and bound like the range itself
     gaussian: tuple[float, float] | None = None
+    not_null: bool = False   # NOT NULL: declared to hold no NULL (never checked)
+
+    @property
+    def skips_nulls(self) -> bool:
+        """True for a nullable column (neither NOT NULL nor a DEFAULT): its mean is over the users with a value."""
+        return not self.not_null and self.default is None
 
     @property
     def null_value(self) -> float:
@@ -99,17 +109,24 @@ class NumericDomain:
         """Number of values of an integer domain, None for a continuous one."""
         return int(self.high - self.low) + 1 if self.integer else None
 
-    def clamped(self, col: str) -> E.Expr:
-        """The value each user randomizes, clamped to [low, high]; never raises."""
-        v: E.Expr = E.null_to(E.number(col), self.null_value)
+    def clamped(self, col: str, null: float | None = None) -> E.Expr:
+        """The value each user randomizes, clamped to [low, high], NULL as ``null`` (default :attr:`null_value`);
+        never raises."""
+        v: E.Expr = E.null_to(E.number(col), self.null_value if null is None else null)
         if self.integer:
             v = E.call("round", v)
         return E.clamp(v, self.low, self.high)
 
-    def scaled(self, col: str) -> E.Expr:
+    def scaled(self, col: str, null: float | None = None) -> E.Expr:
         """The clamped value mapped onto [-1, 1]: (x - mid) / half."""
         half, mid = (self.high - self.low) / 2, (self.high + self.low) / 2
-        return E.op("/", E.op("-", self.clamped(col), mid), half)
+        return E.op("/", E.op("-", self.clamped(col, null), mid), half)
+
+    def scaled_or(self, col: str, missing: float) -> E.Expr:
+        """:meth:`scaled` where the row has a value, ``missing`` (outside [-1, 1]) where it is NULL, NaN or does not
+        convert: the input of a randomizer that tells a missing value from every real one (a nullable mean)."""
+        x = E.number(col)
+        return E.Case(E.Logic("OR", (E.IsNull(x), E.call("isnan", x))), E.double(missing), self.scaled(col))
 
     def index(self, col: str) -> E.Expr:
         """The 0-based value index of an INTEGER domain (low -> 0), clamped to [0, size)."""
@@ -117,7 +134,10 @@ class NumericDomain:
 
     def describe(self) -> str:
         kind = "INTEGER " if self.integer else ""
-        text = f"{kind}BETWEEN {self.low:g} AND {self.high:g}; NULL -> {self.null_value:g}; clamped"
+        nulls = (f"NOT NULL (a NULL would count as {self.null_value:g})" if self.not_null else
+                 f"NULL -> {self.null_value:g}" if self.default is not None else
+                 f"nullable (means and sums skip NULL; other aggregates count it as {self.null_value:g})")
+        text = f"{kind}BETWEEN {self.low:g} AND {self.high:g}; {nulls}; clamped"
         if self.gaussian is not None:
             lo, hi = self.gaussian
             sigma = f"σ = {lo:g}" if lo == hi else f"σ between {lo:g} and {hi:g}"
@@ -252,8 +272,12 @@ def _domain(cdef: ast.ColumnDef, dtype: str, table: str, text: str = "") -> Doma
     d, default = cdef.domain, cdef.default.value if cdef.default is not None else None
     where = f"column `{cdef.name}` of `{table}`"
     try:
+        if cdef.not_null and not isinstance(d, ast.RangeDomain):
+            raise CatalogError(f"{where}: NOT NULL is declared on a numeric BETWEEN column, where it says means need "
+                               "not skip NULLs", hint="drop NOT NULL here; a NULL category counts as OTHER, a NULL "
+                               "boolean as its DEFAULT")
         if isinstance(d, ast.RangeDomain):
-            return _range_domain(d, default, dtype, where)
+            return _range_domain(d, default, dtype, where, cdef.not_null)
         if isinstance(d, ast.SetDomain):
             return _set_domain(d, default, dtype, where)
         if isinstance(d, ast.BooleanDomain):
@@ -270,7 +294,7 @@ def _domain(cdef: ast.ColumnDef, dtype: str, table: str, text: str = "") -> Doma
 MAX_BOUND = 1e150   # |bounds| of a BETWEEN domain: (x - low)·2^52/width stays finite for any value inside it
 
 
-def _range_domain(d: ast.RangeDomain, default: Any, dtype: str, where: str) -> NumericDomain:
+def _range_domain(d: ast.RangeDomain, default: Any, dtype: str, where: str, not_null: bool = False) -> NumericDomain:
     if type_kind(dtype) not in ("integer", "numeric"):
         raise CatalogError(f"{where} is {dtype}, but BETWEEN declares a numeric range",
                            hint="declare categories with IN (...), or cast the column in a FROM (SELECT ...) query")
@@ -290,7 +314,7 @@ def _range_domain(d: ast.RangeDomain, default: Any, dtype: str, where: str) -> N
                                 "or drop INTEGER for a continuous range")
     if default is not None and not is_number(default):
         raise CatalogError(f"{where}: DEFAULT must be a number", hint="the value a NULL stands for, e.g. DEFAULT 0")
-    return NumericDomain(float(d.low), float(d.high), d.integer, default, _gaussian(d, where))
+    return NumericDomain(float(d.low), float(d.high), d.integer, default, _gaussian(d, where), not_null)
 
 
 def _gaussian(d: ast.RangeDomain, where: str) -> tuple[float, float] | None:

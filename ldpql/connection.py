@@ -180,8 +180,10 @@ class Connection:
         """Declare a pandas DataFrame or Arrow table as table ``name`` (the data owner's act).
 
         ``private`` maps column -> domain: ``(lo, hi)`` for a numeric range, a list of categories, ``bool``,
-        or a dict ``{"between": (lo, hi), "integer": True, "default": v, "gaussian_sigma": s or (a, b)}`` (the
-        last declares the values Gaussian, as ``DISTRIBUTION GAUSSIAN (SIGMA ...)`` does). Columns not named stay private
+        or a dict ``{"between": (lo, hi), "integer": True, "default": v, "not_null": True, "gaussian_sigma": s or
+        (a, b)}`` (``not_null`` declares the column has no NULLs, as ``NOT NULL`` does; without it or a default a
+        numeric column is nullable and its means skip NULLs; ``gaussian_sigma`` declares the values Gaussian, as
+        ``DISTRIBUTION GAUSSIAN (SIGMA ...)`` does). Columns not named stay private
         without a domain (unusable in aggregates); ``public`` lists the public ones.
         """
         self._owner_only("register")
@@ -661,7 +663,7 @@ def _column_def(name: str, spec: Any) -> ast.ColumnDef:
         default = ast.Literal(spec["default"]) if "default" in spec else None
         return ast.ColumnDef(name, False, True, ast.RangeDomain(lo, hi, bool(spec.get("integer")),
                                                                 distribution=_gaussian(spec.get("gaussian_sigma"))),
-                             default)
+                             default, not_null=bool(spec.get("not_null")))
     if isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(v, (int, float)) for v in spec):
         return ast.ColumnDef(name, False, True, ast.RangeDomain(spec[0], spec[1]))
     if isinstance(spec, (list, set, tuple)):

@@ -28,7 +28,8 @@ def people_table(n: int = 20_000, seed: int = 11) -> pa.Table:
     })
 
 
-PEOPLE_COLUMNS = ("age PRIVATE INTEGER BETWEEN 0 AND 120, income PRIVATE BETWEEN 0 AND 250000, "
+# (people_table has no NULLs: age and income say so, so their means are the unconditional ones)
+PEOPLE_COLUMNS = ("age PRIVATE INTEGER BETWEEN 0 AND 120 NOT NULL, income PRIVATE BETWEEN 0 AND 250000 NOT NULL, "
                   "city PRIVATE IN ('Lyon', 'Nice', 'Paris'), smoker PRIVATE BOOLEAN, region PUBLIC")
 
 

@@ -428,7 +428,7 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True)
 class ColumnDef:
-    """``name [PUBLIC|PRIVATE] [domain] [DEFAULT v]``; a column is private unless declared PUBLIC."""
+    """``name [PUBLIC|PRIVATE] [domain] [NOT NULL] [DEFAULT v]``; a column is private unless declared PUBLIC."""
 
     name: str
     public: bool = False
@@ -436,6 +436,7 @@ class ColumnDef:
     domain: Domain | None = None
     default: Literal | None = None
     pos: Pos = _pos()
+    not_null: bool = False
 
     def sql(self) -> str:
         parts = [quote_name(self.name)]
@@ -443,6 +444,8 @@ class ColumnDef:
             parts.append("PUBLIC" if self.public else "PRIVATE")
         if self.domain is not None:
             parts.append(self.domain.sql())
+        if self.not_null:
+            parts.append("NOT NULL")
         if self.default is not None:
             parts.append(f"DEFAULT {self.default.sql()}")
         return " ".join(parts)

@@ -396,9 +396,16 @@ class _ToAst(Transformer_NonRecursive):
         return ast.BooleanDomain(_pos(meta))
 
     def column_def(self, meta, children):
-        name, vis, domain, default = children
+        name, vis, domain, nulls = children
         public = vis is not None and str(vis).upper() == "PUBLIC"
-        return ast.ColumnDef(name, public, vis is not None, domain, default, _pos(meta))
+        not_null, default = nulls or (False, None)
+        return ast.ColumnDef(name, public, vis is not None, domain, default, _pos(meta), not_null)
+
+    def not_null_first(self, meta, children):
+        return (True, children[1])
+
+    def default_first(self, meta, children):
+        return (children[1] is not None, children[0])
 
     def privacy_unit(self, meta, children):
         return ("privacy_unit", children[0])

@@ -525,20 +525,43 @@ def note_predictions(ctx: _Context) -> None:
 
 
 def note_nulls(ctx: _Context) -> None:
-    """Say, for every private column an answer uses, what its NULLs (and values that do not convert) count as:
-    a silent imputation can reverse a conclusion (a column 44% NULL, imputed at its midpoint)."""
-    used = [arg.name for a in ctx.aggregates if a.target.column for arg in a.call.args
-            if isinstance(arg, ast.ColumnRef)]   # (a condition's NULL counts as false, as its domain text says)
-    for col in dict.fromkeys(ctx.table.column(name).name for name in used):
-        dom = ctx.table.column(col).domain
-        if isinstance(dom, NumericDomain):
-            how = "DEFAULT" if dom.default is not None else "the midpoint of its domain; DEFAULT v sets it"
-            ctx.notes.append(f"{col}: NULL or unreadable values count as {dom.null_value:g} ({how})")
-        elif isinstance(dom, CategoricalDomain):
-            ctx.notes.append(f"{col}: NULL and undeclared values count as {OTHER}" +
-                             (f" (NULL as {dom.default!r}, its DEFAULT)" if dom.default is not None else ""))
-        elif isinstance(dom, BooleanDomain):
-            ctx.notes.append(f"{col}: NULL counts as {str(dom.default).upper()}")
+    """Say, for every private column an answer uses, which NULL semantics applies (and so what is estimated): a
+    silent imputation can reverse a conclusion (a column 44% NULL, imputed at its midpoint)."""
+    notes: list[str] = []
+    for a in ctx.aggregates:
+        ns, col = a.target.nulls, a.target.column
+        if ns is not None:
+            notes.append(_null_semantics(col, ns))
+            continue
+        for arg in a.call.args if col else ():   # (a condition's NULL counts as false, as its domain text says)
+            if isinstance(arg, ast.ColumnRef):
+                notes.append(_null_value(ctx.table.column(arg.name)))
+    ctx.notes.extend(n for n in dict.fromkeys(notes) if n)
+
+
+def _null_semantics(col: str, ns) -> str:
+    """The note of a numeric mean or sum: over the users with a value, or NULL as a value, and why."""
+    if ns.skip:
+        return (f"{col}: {ns.why}, so means and sums are over the users with a value, as SQL's AVG and SUM (NULL, NaN "
+                "and unreadable values are skipped; each user's report says privately whether it has one)" +
+                ("" if ns.why.startswith("nulls") else f"; nulls => 'midpoint' counts NULL as {ns.value:g}"))
+    how = {"declared NOT NULL": "declared NOT NULL, never checked: a NULL that appears anyway counts as this",
+           "declared DEFAULT": "its DEFAULT"}.get(ns.why, f"{ns.why}: the mean is over every user")
+    return f"{col}: NULL or unreadable values count as {ns.value:g} ({how})"
+
+
+def _null_value(column) -> str:
+    dom = column.domain
+    if isinstance(dom, NumericDomain):
+        how = ("declared NOT NULL, never checked: a NULL that appears anyway counts as this" if dom.not_null else
+               "DEFAULT" if dom.default is not None else "the midpoint of its domain; DEFAULT v sets it")
+        return f"{column.name}: NULL or unreadable values count as {dom.null_value:g} ({how})"
+    if isinstance(dom, CategoricalDomain):
+        return f"{column.name}: NULL and undeclared values count as {OTHER}" + \
+            (f" (NULL as {dom.default!r}, its DEFAULT)" if dom.default is not None else "")
+    if isinstance(dom, BooleanDomain):
+        return f"{column.name}: NULL counts as {str(dom.default).upper()}"
+    return ""
 
 
 RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, note_nulls, resolve_epsilon, enforce_epsilon_cap,

@@ -7,6 +7,7 @@ error. The planner chooses among them; nothing here reads data.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -17,7 +18,7 @@ from ldpql import expr as E
 from ldpql.catalog import BooleanDomain, NumericDomain, Table, type_kind
 from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
-from ldpql.mechanisms import Encoding, Identity, Randomizer, one_round
+from ldpql.mechanisms import Encoding, Identity, Randomizer, conditional, one_round
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.hybrid import Hybrid
 from ldpql.mechanisms.piecewise import Piecewise
@@ -114,9 +115,57 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
 
 # ---- LDP_MEAN / LDP_AVG and LDP_SUM -----------------------------------------------------------------------
 
+NULLS_FORMS = {"skip": True, "midpoint": False, "default": False}
+MEAN_ARGS = {"nulls": "'skip' (over the users with a value, as SQL's AVG; the default on a nullable column) or "
+                      "'midpoint'/'default' (NULL counts as the column's DEFAULT, else its midpoint), e.g. "
+                      "nulls => 'midpoint'"}
+
+
+@dataclass(frozen=True)
+class Nulls:
+    """How a numeric mean or sum treats NULL (and NaN, and values that do not convert), from public facts only:
+    ``skip`` (SQL's: over the users with a value, estimated privately) or NULL counted as ``value`` (the DEFAULT,
+    else the midpoint); ``why`` names the declaration or argument that decided it."""
+
+    skip: bool
+    value: float
+    why: str
+    low: float
+    high: float
+    missing: Encoding            # the scaled value, or conditional.MISSING for a NULL: keeps NULL apart
+    zero: Encoding | None        # the scaled value with NULL as 0 (for a sum), None when 0 is outside the range
+    nullable: bool               # not declared NOT NULL: NULLs may be in the data
+    midpoint: Encoding           # the scaled value with NULL as the midpoint (0 on the scaled axis)
+    present: Encoding            # 1 where the row has a value, else 0
+
+
+def _nulls(call: ast.Call, col, dom: NumericDomain, text: str) -> Nulls:
+    """The statement's NULL semantics for ``col``: ``nulls =>`` if given, else the declaration's."""
+    arg = next((a for a in call.named if a.name == "nulls"), None)
+    if arg is not None:
+        v = arg.value.value
+        if not isinstance(v, str) or v.lower() not in NULLS_FORMS:
+            raise _err(PlanError, f"nulls => takes 'skip', 'midpoint' or 'default', not {arg.value.sql()}", arg, text,
+                       width=len(arg.sql()), hint="nulls => 'skip' (the mean over the users with a value, as SQL's "
+                       "AVG) or nulls => 'midpoint' (NULL counts as the column's DEFAULT, else its midpoint)")
+        skip, why = NULLS_FORMS[v.lower()], f"nulls => '{v.lower()}'"
+    else:
+        skip = dom.skips_nulls
+        why = ("declared NOT NULL" if dom.not_null else "declared DEFAULT" if dom.default is not None else
+               "nullable: neither NOT NULL nor DEFAULT is declared")
+    zero = Encoding(dom.scaled(col.name, 0.0), None, col.name) if dom.low <= 0 <= dom.high else None
+    x = E.number(col.name)
+    present = E.indicator(E.Not(E.Logic("OR", (E.IsNull(x), E.call("isnan", x)))))
+    return Nulls(skip, dom.null_value, why, dom.low, dom.high,
+                 Encoding(dom.scaled_or(col.name, conditional.MISSING), None, col.name), zero, not dom.not_null,
+                 Encoding(dom.scaled(col.name, (dom.low + dom.high) / 2), None, col.name),
+                 Encoding(present, 2, f"{col.name} IS NOT NULL"))
+
+
 def resolve_mean(call: ast.Call, table: Table, text: str, domain: NumericDomain | None = None) -> Target:
-    """A bounded numeric column, scaled to [-1, 1] on the user's side: x' = (x - mid)/half. ``domain`` replaces
-    the declared one (a Gaussian column's candidates all clamp to its padded range)."""
+    """A bounded numeric column, scaled to [-1, 1] on the user's side: x' = (x - mid)/half; with its NULL
+    semantics (:func:`_nulls`). ``domain`` replaces the declared one (a Gaussian column's candidates all clamp to
+    its padded range)."""
     ref, col = _column_arg(call, table, text)
     dom = domain or col.domain
     if not isinstance(dom, NumericDomain):
@@ -125,8 +174,12 @@ def resolve_mean(call: ast.Call, table: Table, text: str, domain: NumericDomain 
         raise _err(PlanError, f"{call.name.upper()} needs a numeric column; `{col.name}` is categorical", ref,
                    text, hint="use LDP_HISTOGRAM for categories")
     half, mid = (dom.high - dom.low) / 2, (dom.high + dom.low) / 2
+    nulls = _nulls(call, col, dom, text)
     enc = Encoding(dom.scaled(col.name), None, col.name)
-    return Target(col.name, enc, dom.describe(), None, col.name, affine=(half, mid))
+    shown = dom.describe()
+    if nulls.skip != dom.skips_nulls:
+        shown += f"; here ({nulls.why}): " + ("NULL skipped" if nulls.skip else f"NULL -> {nulls.value:g}")
+    return Target(col.name, enc, shown, None, col.name, affine=(half, mid), nulls=nulls)
 
 
 WORST_CASE = "worst case over the domain"
@@ -156,14 +209,103 @@ def _numeric_candidates(target: Target, scale, shift) -> list[Candidate]:
             for name, make in (("duchi", Duchi), ("piecewise", Piecewise), ("hybrid", Hybrid))]
 
 
+REFERENCE = ("predicted at a public reference share of users with a value of 1: the error grows about as "
+             "1/share")
+
+
+def _unconditional_rejected(out: list[Candidate], nulls: Nulls) -> list[Candidate]:
+    for c in out:
+        c.rejected = (f"estimates the mean with NULL as {nulls.value:g}, not over the users with a value "
+                      "(nulls => 'midpoint' asks for that)")
+    return out
+
+
+def collision_candidate(target: Target, what: str) -> Candidate:
+    """Collision (d = 1, s = 1) on the value or NULL (:mod:`ldpql.mechanisms.conditional`): the mean (``what`` =
+    'mean') or sum over the users with a value, from one report per user. Its prediction is the largest error over
+    data sets with every user holding a value (a public reference; the planner never reads the share), and holds
+    the sampling error of a users split already (its variance treats the users as a sample)."""
+    ns = target.nulls
+    per = (lambda n: float(n)) if what == "sum" else (lambda n: 1.0)
+
+    def predict(eps: float, n: int) -> float:
+        return per(n) * math.sqrt(conditional.predicted_variance(eps, what, ns.low, ns.high) / max(n, 1))
+
+    def protocol(eps: float):
+        r = conditional.NoNoise() if math.isinf(eps) else conditional.CollisionMean(eps)
+        return lambda n: conditional.protocol(r, ns.missing, what, ns.low, ns.high, population=n)
+
+    def describe(eps: float, n: int) -> list[str]:
+        t = conditional.CollisionMean(eps).t if not math.isinf(eps) else "-"
+        return [f"reports     Collision with d = 1, s = 1, t = {t}: each user rounds its scaled value to ±1 at random "
+                "(a NULL sends no element) and sends one report; the answer is x̄/max(x̲, 1/n), clipped"
+                if what == "mean" else f"reports     Collision with d = 1, s = 1, t = {t}: the sum is n(hi·f₊ + lo·f₋)"]
+
+    return Candidate("collision", "local", 1, predict, protocol, REFERENCE if what == "mean" else "",
+                     describe=describe, scale=per if what == "sum" else None,
+                     split_se=lambda eps, pop, n: per(pop) * predict(eps, n) / per(n))
+
+
+SPLIT_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)   # the mean report's share of ε the split candidate considers
+
+
+def _split_plan(eps: float) -> tuple[float, Callable[[float], Randomizer], float]:
+    """(n × predicted variance on the scaled axis, mean mechanism, its ε₁) of the best split of ε between a mean
+    report and a presence bit, each mechanism at its worst case and the ratio at R² = 1, a share of 1 with a value."""
+    out = []
+    for share in SPLIT_SHARES:
+        bit = float(RandomizedResponse(eps * (1 - share)).variance(np.ones(1), 1)[0])
+        out += [(conditional.split_predicted_variance(worst_case_variance(make(eps * share), 1), bit), make,
+                 eps * share) for make in (Duchi, Piecewise, Hybrid)]
+    return min(out, key=lambda t: t[0])
+
+
+def split_candidate(target: Target) -> Candidate:
+    """Two reports per user: the best unconditional mean mechanism on x with NULL as the midpoint (ε₁) and binary
+    randomized response on "x has a value" (ε − ε₁); the mean over the users with a value is their ratio."""
+    ns = target.nulls
+    half = (ns.high - ns.low) / 2
+
+    def predict(eps: float, n: int) -> float:
+        return half * math.sqrt(_split_plan(eps)[0] / max(n, 1)) if not math.isinf(eps) else 0.0
+
+    def protocol(eps: float):
+        if math.isinf(eps):
+            mean_r, bit = Identity(None, "mean"), Identity(2, "ones")
+        else:
+            _, make, e1 = _split_plan(eps)
+            mean_r, bit = make(e1), RandomizedResponse(eps - e1)
+        return lambda n: conditional.split_protocol(mean_r, bit, ns.midpoint, ns.present, ns.low, ns.high, n)
+
+    def describe(eps: float, n: int) -> list[str]:
+        _, make, e1 = _split_plan(eps)
+        return [f"reports     two per user: {make(e1).name} at ε₁ = {e1:.3g} on the value (NULL as the midpoint) and "
+                f"randomized response at ε₂ = {eps - e1:.3g} on whether it has one; the answer is mid + (m̃ − mid)/π̂"]
+
+    return Candidate("split", "local", 2, predict, protocol, REFERENCE, describe=describe,
+                     sampling=lambda pop: half ** 2)
+
+
 def mean_candidates(target: Target) -> list[Candidate]:
     half, mid = target.affine
-    return _numeric_candidates(target, lambda n: half, lambda n: mid)
+    out = _numeric_candidates(target, lambda n: half, lambda n: mid)
+    if target.nulls is None or not target.nulls.skip:
+        return out
+    return [collision_candidate(target, "mean"), split_candidate(target)] + _unconditional_rejected(out, target.nulls)
 
 
 def sum_candidates(target: Target) -> list[Candidate]:
     half, mid = target.affine
-    return _numeric_candidates(target, lambda n: n * half, lambda n: n * mid)
+    ns = target.nulls
+    if ns is None or not ns.skip:
+        return _numeric_candidates(target, lambda n: n * half, lambda n: n * mid)
+    if ns.zero is None:   # NULL as 0 is outside the range: only the report that tells NULL apart can do it
+        return [collision_candidate(target, "sum")]
+    zeroed = dataclasses.replace(target, encoding=ns.zero)
+    out = _numeric_candidates(zeroed, lambda n: n * half, lambda n: n * mid)
+    for c in out:
+        c.note += "; NULL as 0, which adds nothing to the sum"
+    return [collision_candidate(target, "sum")] + out
 
 
 # ---- LDP_COUNT(predicate) ---------------------------------------------------------------------------------
@@ -176,6 +318,12 @@ def resolve_count(call: ast.Call, table: Table, text: str) -> Target:
     arg = call.args[0]
     for ref in ast.columns_of(arg):
         table.column(ref.name, ref.pos, text)
+    if isinstance(arg, ast.ColumnRef) and isinstance(table.column(arg.name).domain, NumericDomain):
+        # SQL's COUNT(x) on a numeric column: the users whose x is not NULL (nor NaN, nor unreadable), privately
+        cond = E.Not(E.Logic("OR", (E.IsNull(E.number(arg.name)), E.call("isnan", E.number(arg.name)))))
+        return Target(None, Encoding(E.indicator(cond), 2, f"{arg.sql()} IS NOT NULL"),
+                      f"the users with a value of {arg.sql()} (SQL's COUNT: NULL and unreadable values do not count)",
+                      None, "users")
     enc = E.indicator(Condition(table, text).render(arg))
     return Target(None, Encoding(enc, 2, arg.sql()), f"condition {arg.sql()}; NULL counts as false", None, "users")
 
@@ -286,10 +434,11 @@ def count_candidates(target: Target) -> list[Candidate]:
     return [candidate("rr", RandomizedResponse, target, np.array([0.5]), lambda n: float(n))]
 
 
-register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column", "mean",
-                                 resolve_mean, mean_candidates), "LDP_AVG")
-register_aggregate(AggregateSpec("LDP_SUM", "LDP_SUM(column)", "sum of a bounded numeric column (n × mean)", "sum",
-                                 resolve_mean, sum_candidates))
+register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column (over the users "
+                                 "with a value on a nullable one)", "mean", resolve_mean, mean_candidates,
+                                 MEAN_ARGS), "LDP_AVG")
+register_aggregate(AggregateSpec("LDP_SUM", "LDP_SUM(column)", "sum of a bounded numeric column (over the users with a "
+                                 "value on a nullable one)", "sum", resolve_mean, sum_candidates, MEAN_ARGS))
 register_aggregate(AggregateSpec("LDP_COUNT", "LDP_COUNT(condition)",
-                                 "number of users for whom a condition on their own row holds", "count",
-                                 resolve_count, count_candidates))
+                                 "number of users for whom a condition on their own row holds, or LDP_COUNT(column): "
+                                 "with a non-NULL value", "count", resolve_count, count_candidates))

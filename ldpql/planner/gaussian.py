@@ -32,7 +32,7 @@ from ldpql.grammar import ast
 from ldpql.mechanisms import Identity, one_round
 from ldpql.mechanisms import gaussian as G
 from ldpql.mechanisms.base import EPSILON_CAP
-from ldpql.planner.aggregates import AggregateSpec, _err, mean_candidates, register_aggregate, resolve_mean
+from ldpql.planner.aggregates import MEAN_ARGS, AggregateSpec, _err, mean_candidates, register_aggregate, resolve_mean
 from ldpql.planner.plan import Candidate, Target
 
 NAMES = {2: "gaussian", 1: "gaussian_1round"}
@@ -74,7 +74,8 @@ def resolve(call: ast.Call, table: Table, text: str, select=None, options: dict 
                    hint=f"beta = {default_beta(conf):.4g} (the default, a quarter of 1 - confidence)")
     # every candidate clamps to the protocol's own padded range, so all estimate one quantity (audit6 F5)
     pad = G.PAD_SIGMAS * dom.gaussian[1]
-    padded = dataclasses.replace(dom, low=dom.low - pad, high=dom.high + pad, default=dom.null_value)
+    # (symmetric: the midpoint a NULL may count as is the same; DEFAULT and NOT NULL, hence the NULL semantics, kept)
+    padded = dataclasses.replace(dom, low=dom.low - pad, high=dom.high + pad)
     target = resolve_mean(call, table, text, domain=padded)
     fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(Target)}
     fields["domain_text"] = (f"{dom.describe()}; BETWEEN is the range of µ: every candidate averages the values "
@@ -89,7 +90,13 @@ def candidates(target: Target) -> list[Candidate]:
     """Duchi et al., PM and HM, and on a Gaussian column the two Gaussian protocols."""
     out = mean_candidates(target)
     if isinstance(target, GaussianTarget):
-        out = [_noted(c, padded_note(target)) for c in out] + [_candidate(target, 2), _candidate(target, 1)]
+        extra = [_candidate(target, 2), _candidate(target, 1)]
+        out = [_noted(c, padded_note(target)) for c in out]
+        if target.nulls.nullable:   # a NULL is a point mass the Gaussian model has no room for (audit6 F2)
+            for c in extra:
+                c.rejected = (f"assumes every value is Gaussian, and `{target.column}` may hold NULLs (a point mass); "
+                              "declare it NOT NULL if it has none")
+        out += extra
     return out
 
 
@@ -184,5 +191,6 @@ def describe(t: GaussianTarget, rounds: int, eps: float, n: int) -> list[str]:
     return lines
 
 
-register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column", "mean",
-                                 resolve, candidates, statement_aware=True), "LDP_AVG")
+register_aggregate(AggregateSpec("LDP_MEAN", "LDP_MEAN(column)", "mean of a bounded numeric column (over the users "
+                                 "with a value on a nullable one)", "mean", resolve, candidates, MEAN_ARGS,
+                                 statement_aware=True), "LDP_AVG")

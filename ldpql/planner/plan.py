@@ -105,6 +105,7 @@ class Target:
     release: tuple | None = None
     derive: Callable[[Estimate, float], Estimate] | None = None
     derived: str = ""
+    nulls: Any = None   # a numeric mean's or sum's NULL semantics (planner.aggregates.Nulls); None elsewhere
 
 
 @dataclass

@@ -295,7 +295,7 @@ def test_a_users_split_never_leaves_an_aggregate_without_users(tmp_path):
                              "income": [5e4, 6e4, 7e4]}), path)
     con = ldpql.connect(seed=3, evaluation=True)
     con.sql(f"CREATE TABLE people FROM '{path}' (age PRIVATE INTEGER BETWEEN 0 AND 120, income PRIVATE BETWEEN 0 "
-            "AND 250000, grp PUBLIC) PRIVACY UNIT person_id BUDGET EPSILON 100")
+            "AND 250000 NOT NULL, grp PUBLIC) PRIVACY UNIT person_id BUDGET EPSILON 100")
     res = con.sql("SELECT LDP_MEAN(income), LDP_COUNT(age > 65) FROM people WHERE grp = 'one' ACCURACY ±200000")
     assert res.epsilon_spent > 0
     assert all(v is not None for v in res.fetchall()[0])

@@ -312,8 +312,11 @@ def test_nan_from_parquet_counts_as_the_null_value_on_both_backends(spark, tmp_p
     """F9 (fixed, DuckDB): DuckDB folded isnan(x) to false from parquet statistics, so a NaN took the domain's top."""
     path = str(tmp_path / "nan.parquet")
     pq.write_table(pa.table({"x": [1.0, float("nan"), 3.0, 4.0]}), path)
-    got = _answers(spark, path, "x PRIVATE BETWEEN 0 AND 10", "SELECT LDP_MEAN(x) FROM t EPSILON INF")
+    got = _answers(spark, path, "x PRIVATE BETWEEN 0 AND 10 NOT NULL", "SELECT LDP_MEAN(x) FROM t EPSILON INF")
     assert got["spark"] == [(pytest.approx(3.25),)]   # (1 + 5 + 3 + 4) / 4: NaN counts as the midpoint
+    assert got["duckdb"] == got["spark"]
+    got = _answers(spark, path, "x PRIVATE BETWEEN 0 AND 10", "SELECT LDP_MEAN(x) FROM t EPSILON INF")
+    assert got["spark"] == [(pytest.approx(8 / 3),)]   # nullable: NaN is skipped, as NULL is
     assert got["duckdb"] == got["spark"]
 
 

@@ -61,10 +61,11 @@ def _declare(con, path: str, unit: bool = True) -> None:
 # ---- EPSILON INF: plain SQL ------------------------------------------------------------------------------------
 
 def _plain(path: str, sql: str) -> list[tuple]:
-    """A plain DuckDB query over the data's clamped values (NULL/NaN take the domain's midpoint, as declared).
-    NaN is tested with isfinite/isinf: DuckDB folds isnan() to false from parquet statistics, which leave NaN out."""
+    """A plain DuckDB query over the data's clamped values (x is nullable: NULL/NaN stay NULL, which SQL's AVG
+    skips; c's NULL/NaN take the domain's midpoint). NaN is tested with isfinite/isinf: DuckDB folds isnan() to
+    false from parquet statistics, which leave NaN out."""
     nan = "NOT (isfinite({0}) OR isinf({0}))".format
-    clamped = (f"SELECT g, least(greatest(CASE WHEN x IS NULL OR {nan('x')} THEN 50 ELSE x END, 0), 100) AS x, "
+    clamped = (f"SELECT g, CASE WHEN x IS NULL OR {nan('x')} THEN NULL ELSE least(greatest(x, 0), 100) END AS x, "
                f"least(greatest(round(CASE WHEN c IS NULL OR {nan('c')} THEN 2 ELSE c END), 0), 4) AS c, age, yr "
                f"FROM read_parquet('{path}')")
     return duckdb.sql(sql.replace("FROM t", f"FROM ({clamped})")).fetchall()

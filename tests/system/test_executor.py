@@ -24,7 +24,7 @@ def _register_small(con):
     n = 3000
     con.register("s", pa.table({"c": rng.choice(["a", "b", "c", "d"], n, p=[0.4, 0.3, 0.2, 0.1]),
                                 "x": rng.uniform(0, 10, n), "g": rng.choice(["u", "v"], n)}),
-                 private={"c": ["a", "b", "c"], "x": (0, 10)}, public=["g"], budget=1e9)
+                 private={"c": ["a", "b", "c"], "x": {"between": (0, 10), "not_null": True}}, public=["g"], budget=1e9)
     return con
 
 

@@ -24,9 +24,10 @@ def gauss_file(tmp_path):
 
 
 def declare(con, path, x="DISTRIBUTION GAUSSIAN (SIGMA 1)", extra="", rounds=""):
-    con.sql(f"CREATE TABLE g FROM '{path}' (x PRIVATE BETWEEN -1000 AND 1000 {x}, "
-            f"y PRIVATE BETWEEN -1000 AND 1000 DISTRIBUTION GAUSSIAN (SIGMA BETWEEN 0.5 AND 8), "
-            f"z PRIVATE BETWEEN 0 AND 1 DISTRIBUTION GAUSSIAN (SIGMA 1){extra}) BUDGET EPSILON 1000{rounds}")
+    # NOT NULL: the data has no NULLs, and the Gaussian protocols run only on columns declared without them
+    con.sql(f"CREATE TABLE g FROM '{path}' (x PRIVATE BETWEEN -1000 AND 1000 {x} NOT NULL, "
+            f"y PRIVATE BETWEEN -1000 AND 1000 DISTRIBUTION GAUSSIAN (SIGMA BETWEEN 0.5 AND 8) NOT NULL, "
+            f"z PRIVATE BETWEEN 0 AND 1 DISTRIBUTION GAUSSIAN (SIGMA 1) NOT NULL{extra}) BUDGET EPSILON 1000{rounds}")
 
 
 def explain(con, sql):
@@ -149,7 +150,7 @@ def test_group_by_and_a_users_split_run_one_protocol_per_group_and_share(con, tm
     path = tmp_path / "grouped.parquet"
     pq.write_table(pa.table({"x": np.concatenate([rng.normal(50, 2, 60_000), rng.normal(-20, 2, 60_000)]),
                              "g": np.repeat([0, 1], 60_000)}), path)
-    con.sql(f"CREATE TABLE h FROM '{path}' (x PRIVATE BETWEEN -1000 AND 1000 DISTRIBUTION GAUSSIAN (SIGMA 2), "
+    con.sql(f"CREATE TABLE h FROM '{path}' (x PRIVATE BETWEEN -1000 AND 1000 DISTRIBUTION GAUSSIAN (SIGMA 2) NOT NULL, "
             "g PUBLIC) BUDGET EPSILON 100")
     rows = dict(con.sql("SELECT g, LDP_MEAN(x) FROM h GROUP BY g EPSILON 1").fetchall())
     assert abs(rows[0] - 50) < 0.3 and abs(rows[1] + 20) < 0.3
@@ -160,7 +161,7 @@ def test_group_by_and_a_users_split_run_one_protocol_per_group_and_share(con, tm
 def test_python_api_declares_a_gaussian_column(con):
     rng = np.random.default_rng(9)
     con.register("f", pa.table({"x": rng.normal(7.0, 0.5, 50_000)}),
-                 private={"x": {"between": (-100, 100), "gaussian_sigma": (0.25, 2)}}, budget=10)
+                 private={"x": {"between": (-100, 100), "gaussian_sigma": (0.25, 2), "not_null": True}}, budget=10)
     assert "σ between 0.25 and 2" in str(con.sql("DESCRIBE f"))
     text = str(con.sql("EXPLAIN SELECT LDP_MEAN(x) FROM f EPSILON 1"))
     assert "mechanism * gaussian" in text and "UVGAUSSTIMATE" in text

@@ -31,10 +31,15 @@ def test_null_and_nan_take_the_declared_default_and_values_are_clamped(dirty):
     assert mean == pytest.approx((10 + 10 + 0 + 100 + 40 + 60) / 6)
 
 
-def test_null_defaults_to_the_midpoint_without_default(eval_con):
-    eval_con.register("m", pa.table({"x": pa.array([None, 10.0], pa.float64())}), private={"x": (0, 100)})
-    assert eval_con.sql("SELECT LDP_MEAN(x) FROM m EPSILON INF").fetchall() == [(30.0,)]
-    assert "NULL -> 50" in eval_con.sql("DESCRIBE m").fetchall()[0][3]
+def test_null_is_skipped_by_a_mean_on_a_nullable_column_and_counts_as_the_midpoint_when_asked(eval_con):
+    eval_con.register("m", pa.table({"x": pa.array([None, 10.0, 20.0], pa.float64())}), private={"x": (0, 100)})
+    assert eval_con.sql("SELECT LDP_MEAN(x) FROM m EPSILON INF").fetchall() == [(15.0,)]          # SQL's AVG
+    assert eval_con.sql("SELECT LDP_MEAN(x, nulls => 'midpoint') FROM m EPSILON INF").fetchall() == [(80 / 3,)]
+    assert eval_con.sql("SELECT LDP_SUM(x), LDP_COUNT(x) FROM m EPSILON INF").fetchall() == [(30.0, 2.0)]
+    assert "nullable" in eval_con.sql("DESCRIBE m").fetchall()[0][3]
+    eval_con.register("k", pa.table({"x": pa.array([None, 10.0], pa.float64())}),
+                      private={"x": {"between": (0, 100), "not_null": True}})
+    assert eval_con.sql("SELECT LDP_MEAN(x) FROM k EPSILON INF").fetchall() == [(30.0,)]   # the promise, unchecked
 
 
 def test_undeclared_and_null_categories_go_to_other(dirty):

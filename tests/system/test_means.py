@@ -12,7 +12,7 @@ import ldpql
 
 def _con(values: np.ndarray, seed: int = 7):
     con = ldpql.connect(seed=seed, evaluation=True)
-    con.register("t", pa.table({"x": values}), private={"x": (0, 100)}, budget=1e9)
+    con.register("t", pa.table({"x": values}), private={"x": {"between": (0, 100), "not_null": True}}, budget=1e9)
     return con
 
 

@@ -92,7 +92,7 @@ def _predicted(plan: str, label: str) -> float:
 
 def _people(con, values):
     import pyarrow as pa
-    con.register("t", pa.table({"x": np.asarray(values, dtype=float)}), private={"x": (0, 1)}, budget=1e12)
+    con.register("t", pa.table({"x": np.asarray(values, dtype=float)}), private={"x": {"between": (0, 1), "not_null": True}}, budget=1e12)
 
 
 @pytest.mark.slow

@@ -175,8 +175,10 @@ def test_nan_read_from_parquet_takes_the_declared_null_value(tmp_path):
     path = str(tmp_path / "nan.parquet")
     pq.write_table(pa.table({"x": [1.0, float("nan"), 3.0, 4.0, None]}), path)
     con = ldpql.connect(evaluation=True, seed=1)
-    con.sql(f"CREATE TABLE t FROM '{path}' (x PRIVATE BETWEEN 0 AND 10)")
+    con.sql(f"CREATE TABLE t FROM '{path}' (x PRIVATE BETWEEN 0 AND 10 NOT NULL)")
     assert con.sql("SELECT LDP_MEAN(x) FROM t EPSILON INF").fetchall() == [(pytest.approx((1 + 5 + 3 + 4 + 5) / 5),)]
+    # and skipped as NULL where the mean is over the users with a value
+    assert con.sql("SELECT LDP_MEAN(x, nulls => 'skip') FROM t EPSILON INF").fetchall() == [(pytest.approx(8 / 3),)]
 
 
 def test_hypergeometric_draws_beyond_numpys_limit(monkeypatch):

@@ -18,7 +18,7 @@ from ldpql.planner import RULES, PublicFacts, plan
 
 
 def _table(**over) -> Table:
-    cols = {"income": Column("income", "DOUBLE", False, NumericDomain(0, 250000)),
+    cols = {"income": Column("income", "DOUBLE", False, NumericDomain(0, 250000, not_null=True)),
             "city": Column("city", "VARCHAR", False, CategoricalDomain(("Lyon", "Nice", "Paris"))),
             "zip": Column("zip", "VARCHAR", False, CategoricalDomain(tuple(f"z{i}" for i in range(200)))),
             "notes": Column("notes", "VARCHAR", False, None),
@@ -272,9 +272,15 @@ def test_results_and_explain_say_how_nulls_are_treated():
     con.register("t", pa.table({"x": [1.0, None] * 50, "c": ["a", None] * 50, "b": [True, None] * 50}),
                  private={"x": (0, 2), "c": ["a", "b"], "b": bool}, budget=9)
     notes = con.sql("SELECT LDP_MEAN(x), LDP_HISTOGRAM(c) FROM t EPSILON 1").notes
-    assert "x: NULL or unreadable values count as 1 (the midpoint of its domain; DEFAULT v sets it)" in notes
+    assert any(n.startswith("x: nullable: neither NOT NULL nor DEFAULT is declared, so means and sums are over the "
+                            "users with a value") for n in notes), notes
     assert "c: NULL and undeclared values count as OTHER" in notes
     assert "b: NULL counts as FALSE" in con.explain("SELECT LDP_MEDIAN(x), LDP_HISTOGRAM(b) FROM t EPSILON 1")
+    # a quantile still counts NULL as the midpoint, and says so; so does a mean asked for it
+    assert "x: NULL or unreadable values count as 1 (the midpoint of its domain; DEFAULT v sets it)" in \
+        con.explain("SELECT LDP_MEDIAN(x) FROM t EPSILON 1")
+    assert "x: NULL or unreadable values count as 1 (nulls => 'midpoint': the mean is over every user)" in \
+        con.explain("SELECT LDP_MEAN(x, nulls => 'midpoint') FROM t EPSILON 1")
 
 
 def test_a_prediction_wider_than_the_domain_is_said():

@@ -19,6 +19,7 @@ from ldpql.mechanisms import REGISTRY
 from ldpql.mechanisms.base import EPSILON_CAP, below, grid_ceil
 from ldpql.mechanisms.coco import CoCo
 from ldpql.mechanisms.collision import Collision
+from ldpql.mechanisms.conditional import CollisionMean
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.gaussian import LaplaceSum
 from ldpql.mechanisms.grr import GRR
@@ -54,7 +55,8 @@ MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "ou
           "hadamard": lambda e: HadamardResponse(e, 4), "duchi": lambda e: Duchi(e), "piecewise": lambda e: Piecewise(e),
           "hybrid": lambda e: Hybrid(e),
           "laplace_min": lambda e: LaplaceMin(e), "laplace_sum": lambda e: LaplaceSum(e),
-          "collision": lambda e: Collision(e, 4, 2, 5), "coco": lambda e: CoCo(e, 4, 2, 6),
+          "collision": lambda e: Collision(e, 4, 2, 5), "collision_mean": lambda e: CollisionMean(e, 3),
+          "coco": lambda e: CoCo(e, 4, 2, 6),
           "privkv": lambda e: PrivKV(e, 4, 2), "pckv_ue": lambda e: PCKVUE(e, 4, 2),
           "pckv_grr": lambda e: PCKVGRR(e, 4, 1), "succinct": lambda e: Succinct(e, 4, 2, 1000),
           "harmony": lambda e: Harmony(e, 3), "vector_means": lambda e: VectorMeans(e, 3, "coco", 8)}

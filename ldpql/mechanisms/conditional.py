@@ -1,0 +1,279 @@
+"""SQL's AVG over the users who have a value, estimated privately: Collision with d = 1, s = 1 on a nullable
+bounded column (Wang, Li, Li, Li, Yang, Yan, "Differentially Private Numerical Vector Analyses in the Local and
+Shuffle Model", the journal version of IJCAI 2021; spec seed-003 §1.3, §2.4, §2.8, §8.22).
+
+Input: x' = (x − mid)/half ∈ [−1, 1] for a user with a value, :data:`MISSING` for a NULL (a value outside
+[−1, 1], so the randomizer, not the encoding, tells the two apart). Randomizer (one report per user): round x'
+stochastically to ±1 (P[+1] = (1 + x')/2, unbiased for x'), the element 1₊ or 1₋; a NULL is the empty set
+(variable sparsity, spec §2.8: Collision stays ε-LDP and unbiased with no padding); then Collision(ε, d = 1,
+s = 1, t) of :mod:`ldpql.mechanisms.collision` reports (H, z). The rounding happens inside the randomizer, so
+the exact and realised-ε audits cover the composition: each output's probability is a mixture over the
+rounding of Collision's, and Collision's ratio is ≤ e^ε between any two element sets of size ≤ s.
+Estimators (spec §2.4): from the counts c₊, c₋, the item frequencies f̂₊, f̂₋; x̄̂ = f̂₊ − f̂₋ (the mean of x'
+with NULL as 0), x̲̂ = f̂₊ + f̂₋ (the share of users with a value); the conditional mean x̄̂/max(x̲̂, 1/n) clipped to
+[−1, 1] (spec §8.22), the sum over the users with a value n(hi·f̂₊ + lo·f̂₋) (linear, unbiased).
+Variance: a user's two indicators ⟦H(1₊) = z⟧, ⟦H(1₋) = z⟧ have rates p± = P_f + (P_t − P_f)f± and joint rate
+P_f² + x̲·P_f(P_t − P_f) (given its element they are independent, spec §2.5), so every second moment is linear in
+quantities the release estimates; the standard errors are the delta method over the users taken as a sample
+(so sampling error is included: conservative by the users' spread for a fixed population). The ratio is biased
+when x̲̂ is small: the answer is flagged low-confidence when x̲̂ < 3·sd(x̲̂) (spec §8.22).
+
+:func:`split_protocol` is the other way the planner considers (an engine decision, not the paper's): two reports
+per user under sequential composition, a mean mechanism on x' with NULL as 0 and binary randomized response on
+"has a value", their ratio with the delta method; both randomizers are the engine's registered, audited ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ldpql.mechanisms.base import Estimate, Protocol, Randomizer, Round, below, check_epsilon, register
+from ldpql.mechanisms.collision import Collision, optimal_t
+
+MISSING = 2.0   # the input of a user without a value (outside [-1, 1])
+
+
+def _missing(x: np.ndarray) -> np.ndarray:
+    return np.isnan(x) | (x > 1.5)
+
+
+@register
+class CollisionMean(Randomizer):
+    """Collision (d = 1, s = 1) on a stochastically rounded value in [−1, 1], or the empty set for a NULL; the
+    summary is (c₊, c₋), the counts of users whose hash of 1₊ (1₋) is their reported cell."""
+
+    name = "collision_mean"
+    input_size = None
+    estimates = "items"
+    report_width = 2
+
+    def __init__(self, epsilon: float, t: int | None = None):
+        check_epsilon("CollisionMean", epsilon)
+        self.epsilon = float(epsilon)
+        self.inner = Collision(self.epsilon, 1, 1, optimal_t(self.epsilon, 1, 1) if t is None else t)
+        self.t, self.p_true, self.p_false = self.inner.t, self.inner.p_true, self.inner.p_false
+
+    # -- the randomizer (privacy-critical: the rounding, then Collision's draw) ------------------------------
+    def elements(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Each user's element: 0 (1₊) w.p. (1 + x')/2, else 1 (1₋); -1 (none) for a missing value."""
+        x = np.asarray(x, dtype=float)
+        gone = _missing(x)
+        up = rng.random(len(x)) < (1 + np.where(gone, 0.0, np.clip(x, -1, 1))) / 2
+        return np.where(gone, -1, np.where(up, 0, 1)).astype(np.int64)[:, None]
+
+    def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.inner.randomize(self.elements(x, rng), rng)
+
+    def aggregate(self, reports: np.ndarray) -> np.ndarray:
+        return self.inner.aggregate(np.asarray(reports, dtype=np.uint64).reshape(-1, 2))
+
+    # -- estimators and variances --------------------------------------------------------------------------
+    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
+        """(f̂₊, f̂₋): the shares of users whose rounded value is +1 (−1), unbiased."""
+        return self.inner.estimate(summary, n)
+
+    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
+        """Var f̂± at the true item frequencies ``truth`` = (f₊, f₋)."""
+        return np.diag(covariance(self.p_true, self.p_false, np.asarray(truth, float))) / max(n, 1)
+
+    def step(self, n: int) -> float:
+        """One report moves f̂± by 1/(n(P_t − P_f))."""
+        return 1 / (max(n, 1) * (self.p_true - self.p_false))
+
+    # -- the audits (every hash table (H(1₊), H(1₋)) and every z) -------------------------------------------
+    def audit_inputs(self) -> np.ndarray:
+        return np.append(np.linspace(-1.0, 1.0, 21), MISSING)
+
+    def _distribution(self, x: float, exact: bool) -> list:
+        """P[(H(1₊), H(1₋), z)] for input x: the rounding's mixture of Collision's law given the element."""
+        t = self.t
+        if _missing(np.array([x]))[0]:
+            weight = Fraction(1, t ** 3) if exact else t ** -3.0
+            return [weight] * t ** 3
+        up = below((1 + x) / 2) if exact else (1 + x) / 2
+        given = [self.inner._cell_probabilities(code, exact) for code in (0, 1)]   # element 1₊, element 1₋
+        return [up * a + (1 - up) * b for a, b in zip(*given)]
+
+    def output_distribution(self, x: float) -> np.ndarray:
+        return np.array(self._distribution(float(x), exact=False), dtype=float)
+
+    def realised_distribution(self, x: float) -> list[Fraction]:
+        return self._distribution(float(x), exact=True)
+
+    @classmethod
+    def audit_cases(cls):
+        return [cls(e, t) for e in (0.1, 1.0, math.log(2), 3.0) for t in (2, 3)]
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return [cls(epsilon, 2), cls(epsilon, 3)]
+
+    def __repr__(self) -> str:
+        return f"collision_mean(epsilon={self.epsilon:g}, t={self.t})"
+
+
+class NoNoise(Randomizer):
+    """The noise-off twin of :class:`CollisionMean` (EPSILON INF, EVALUATE's truth): its summary is the exact
+    (Σ x', count) over the users with a value, from which :func:`answer` computes the non-NULL mean, sum and count
+    as plain SQL does (NULL when no user has a value). Not a local randomizer, so not registered."""
+
+    name = "identity"
+    input_size = None
+    estimates = "items"
+    report_width = 2
+    p_true, p_false = 1.0, 0.0
+
+    def __init__(self):
+        self.epsilon = math.inf
+
+    def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        gone = _missing(x)
+        return np.stack([np.where(gone, 0.0, np.clip(x, -1, 1)), (~gone).astype(float)], axis=1)
+
+    def aggregate(self, reports: np.ndarray) -> np.ndarray:
+        return np.asarray(reports, dtype=float).reshape(-1, 2).sum(axis=0)
+
+    def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
+        return np.asarray(summary, dtype=float) / n
+
+    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
+        return np.zeros(2)
+
+    @classmethod
+    def audit_cases(cls):
+        return []
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return []
+
+
+def covariance(p_true: float, p_false: float, f: np.ndarray) -> np.ndarray:
+    """The covariance of one user's contribution to (f̂₊, f̂₋), averaged over users with item frequencies f
+    (clipped to the simplex): indicator rates p± = P_f + g f±, joint rate P_f² + (f₊ + f₋) P_f g, g = P_t − P_f."""
+    g = p_true - p_false
+    if g >= 1:   # no noise (the twin)
+        return np.zeros((2, 2))
+    f = np.clip(f, 0, 1)
+    f = f / max(1.0, f.sum())
+    p = p_false + g * f
+    joint = p_false ** 2 + f.sum() * p_false * g
+    return np.array([[p[0] * (1 - p[0]), joint - p[0] * p[1]], [joint - p[0] * p[1], p[1] * (1 - p[1])]]) / g ** 2
+
+
+def gradient(what: str, f: np.ndarray, n: int, low: float, high: float) -> np.ndarray:
+    """∂answer/∂(f̂₊, f̂₋) in the answer's units: the mean's ratio (half·(2f₋, −2f₊)/x̲²), the sum's n(hi, lo), the
+    count's n(1, 1)."""
+    if what == "sum":
+        return n * np.array([high, low])
+    if what == "count":
+        return n * np.ones(2)
+    present = max(float(f.sum()), 1 / max(n, 1))
+    return (high - low) / 2 * np.array([2 * f[1], -2 * f[0]]) / present ** 2
+
+
+def answer(r: Randomizer, summary: np.ndarray, n: int, what: str, low: float, high: float,
+           population: int | None = None) -> Estimate:
+    """The mean over the users with a value (``what`` = 'mean'), their sum or their count, from n users' release,
+    standing for ``population`` users (a users split) where given: value, delta-method standard error, and the
+    low-confidence note of spec §8.22."""
+    big = population or n
+    if isinstance(r, NoNoise):
+        return _exact(summary, n, big, what, low, high)
+    f = r.estimate(summary, n)
+    mean, present = f[0] - f[1], f[0] + f[1]
+    plug = np.clip(f, 0, 1)
+    cov = covariance(r.p_true, r.p_false, plug) / n
+    grad = gradient(what, plug, big, low, high)
+    se = math.sqrt(max(float(grad @ cov @ grad), 0.0))
+    half, mid = (high - low) / 2, (high + low) / 2
+    if what == "mean":
+        value = mid + half * float(np.clip(mean / max(present, 1 / n), -1, 1))
+        se = min(se, half)   # an interval wider than the domain says nothing more
+    else:
+        value = big * (high * f[0] + low * f[1]) if what == "sum" else big * present
+    present_sd = math.sqrt(float(np.ones(2) @ cov @ np.ones(2)))
+    note = ""
+    if what == "mean" and r.p_true - r.p_false < 1 and present < 3 * present_sd:
+        note = (f"low confidence: the estimated share of users with a value ({present:.3g}) is within 3 standard "
+                f"errors ({present_sd:.3g}) of 0, so the mean over them is unreliable (the ratio is biased)")
+    step = float(np.abs(gradient(what, plug, big, low, high)).max()) * r.step(n) if what != "mean" else 0.0
+    return Estimate(np.array([value]), np.array([se]), note=note, step=step,
+                    extra={"present": float(present)})
+
+
+def _exact(summary: np.ndarray, n: int, big: int, what: str, low: float, high: float) -> Estimate:
+    """Noise off: SQL's AVG, SUM and COUNT over the users with a value, from (Σ x', count)."""
+    total, count = (float(v) for v in summary)
+    half, mid = (high - low) / 2, (high + low) / 2
+    value = {"mean": mid + half * (total / count) if count else math.nan,
+             "sum": (mid * count + half * total) * big / n, "count": count * big / n}[what]
+    return Estimate(np.array([value]), np.zeros(1), extra={"present": count / n})
+
+
+def protocol(r: Randomizer, encoding, what: str, low: float, high: float, population: int | None = None) -> Protocol:
+    """One round over the aggregate's users, then :func:`answer`; NaN with no users."""
+    reply = yield Round(r, encoding)
+    if reply.n == 0:
+        nan = np.full(1, np.nan)
+        return Estimate(nan, nan, note="no users")
+    return answer(r, reply.summary, reply.n, what, low, high, population)
+
+
+@functools.lru_cache(maxsize=1024)
+def predicted_variance(epsilon: float, what: str, low: float, high: float, present: float = 1.0) -> float:
+    """n × the largest variance of the answer (the mean's; the sum's and the count's per user, n = 1) over data
+    sets whose share of users with a value is ``present``: every user at one value v (a spread only lowers a fixed
+    population's variance), v on a grid of [−1, 1]."""
+    r = CollisionMean(epsilon)
+    worst = 0.0
+    for v in np.linspace(-1, 1, 41):
+        f = present * np.array([(1 + v) / 2, (1 - v) / 2])
+        grad = gradient(what, f, 1, low, high)
+        worst = max(worst, float(grad @ covariance(r.p_true, r.p_false, f) @ grad))
+    return worst
+
+
+# ---- the split: an unconditional mean and the share with a value, from two reports --------------------------
+
+def split_protocol(mean_r: Randomizer, present_r: Randomizer, value, present, low: float, high: float,
+                   population: int | None = None) -> Protocol:
+    """The mean over the users with a value from two reports of every user at ε₁ + ε₂ (sequential composition):
+    a mean mechanism (Duchi et al., PM, HM) on x' with NULL as 0, Â, and binary randomized response on "x has a
+    value", π̂; the answer mid + half·clip(Â/max(π̂, 1/n), −1, 1) with the delta-method variance
+    (Var Â + R² Var π̂)/π² (the two reports' noises are independent) plus the sampling term of a users split."""
+    first = yield Round(mean_r, value)
+    second = yield Round(present_r, present)
+    n = first.n
+    if n == 0:
+        nan = np.full(1, np.nan)
+        return Estimate(nan, nan, note="no users")
+    a = float(mean_r.estimate(first.summary, n)[0])
+    m2 = mean_r.second_moment(first.summary, n)
+    plug = np.clip([a], -1, 1)
+    var_a = float((mean_r.variance(plug, n) if m2 is None else mean_r.variance(plug, n, second_moment=m2))[0])
+    p = float(present_r.estimate(second.summary, n)[0])
+    var_p = float(present_r.variance(np.clip([p], 0, 1), n)[0])
+    pi = max(p, 1 / n)
+    ratio = float(np.clip(a / pi, -1, 1))
+    var = (var_a + ratio ** 2 * var_p) / pi ** 2
+    if population and n < population:   # the users asked stand for the whole group
+        var += (1 - ratio ** 2) * (1 - n / population) / (n * min(max(p, 1 / n), 1))
+    half, mid = (high - low) / 2, (high + low) / 2
+    note = ""
+    if math.isfinite(mean_r.epsilon) and p < 3 * math.sqrt(var_p):
+        note = (f"low confidence: the estimated share of users with a value ({p:.3g}) is within 3 standard errors "
+                f"({math.sqrt(var_p):.3g}) of 0, so the mean over them is unreliable (the ratio is biased)")
+    return Estimate(np.array([mid + half * ratio]), np.array([min(half * math.sqrt(max(var, 0.0)), half)]), note=note,
+                    extra={"present": p})
+
+
+def split_predicted_variance(mean_worst: float, present_at_one: float) -> float:
+    """n × the largest variance of the split's ratio at a share of 1 with a value: the mean mechanism's worst case
+    plus the share's variance at R² = 1 (both at their worst, which no one data set need reach: conservative)."""
+    return mean_worst + present_at_one
