@@ -197,7 +197,7 @@ def test_a_flagged_answer_spends_exactly_its_epsilon_and_says_so_in_sql():
     rng = np.random.default_rng(2)
     con = ldpql.connect(seed=7, evaluation=True)
     con.register("h", pa.table({"x": rng.normal(123.4, 1, 60_000)}),
-                 private={"x": {"between": (-1000, 1000), "gaussian_sigma": 10}}, budget=10)
+                 private={"x": {"between": (-1000, 1000), "gaussian_sigma": 10, "not_null": True}}, budget=10)
     assert "σ check     the first round's reports test the declared σ" in str(
         con.sql("EXPLAIN SELECT LDP_MEAN(x) FROM h EPSILON 2"))
     r = con.sql("SELECT LDP_MEAN(x) FROM h EPSILON 2 OPTIONS (mechanism = 'gaussian')")
