@@ -132,6 +132,8 @@ def test_every_gaussian_randomizer_audits_tight_from_both_sides(eps):
 #   true σ (KV2, µ = 123.4)         flagged 2/400 = 0.5% [0.06%, 1.8%], covered 389/400 = 0.973 [0.951, 0.986]
 #   true σ (KV1)                    flagged 1/200 = 0.5% [0.01%, 2.8%], covered 191/200 = 0.955 [0.916, 0.979]
 #   true σ = σ_max of [1, 4] (UV2)  flagged 0/60, covered 59/60 [0.91, 1]
+#   true σ = σ_min of [0.25, 16] (UV2) flagged 0/60, covered 59/60 [0.91, 1]
+#   true σ = 0.25, known (KV2)      flagged 1/60, covered 60/60 [0.94, 1]
 #   true σ, paper constants (KV2)   flagged 0/60, covered 58/60 [0.88, 1.00]
 #   true σ, n = 26,000 ≈ k_min (KV2) flagged 1/60, covered 56/60 = 0.933 [0.84, 0.98]
 #   µ = 1 on the bound of [0, 1], true σ = 1 (KV2)       flagged 2/60, covered 57/60 = 0.95 [0.86, 0.99]
