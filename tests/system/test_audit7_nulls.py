@@ -281,3 +281,162 @@ def test_epsilon_inf_equals_plain_sql_over_non_null_values_with_group_by_and_whe
         assert a[0] == b[0]
         assert (a[1] is None and b[1] is None) or a[1] == pytest.approx(b[1], rel=1e-12, abs=1e-12)
         assert a[2] == pytest.approx(b[2] or 0.0, rel=1e-12, abs=1e-9) and a[3] == pytest.approx(b[3], rel=1e-12)
+
+
+# ==== accuracy and honesty of the conditional mean (CollisionMean, the split) ================================
+
+def _run_mechanism(n: int, null_fraction: float, eps: float, values, runs: int, seed: int):
+    """(values, standard errors, low-confidence flags, truth) of ``runs`` releases of CollisionMean over [0, 10]."""
+    rng = np.random.default_rng(seed)
+    x = values(rng, n)
+    null = rng.random(n) < null_fraction
+    xs = np.where(null, MISSING, (x - 5) / 5)
+    r = CollisionMean(eps)
+    out = [answer(r, r.aggregate(r.randomize(xs, rng)), n, "mean", 0.0, 10.0) for _ in range(runs)]
+    return (np.array([e.values[0] for e in out]), np.array([e.stderr[0] for e in out]),
+            np.array([bool(e.note) for e in out]), x[~null].mean())
+
+
+AT_HIGH = lambda rng, n: np.full(n, 10.0)  # noqa: E731   every value at the upper bound
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: when both f̂₊ and f̂₋ clip to 0 (few users with a value, small ε) the "
+                   "delta-method gradient is 0, so the conditional mean's standard error is exactly 0: the answer sits "
+                   "at a bound with a zero-width '95%' interval ([0, 0] seen through SQL). Measured at every value = hi: "
+                   "102/400 releases at n = 500, 95% NULL, ε = 0.5; 47/400 at n = 5,000, 95% NULL, ε = 0.5; 51/400 at "
+                   "n = 20,000, 99% NULL, ε = 1 (all flagged low-confidence, but the interval is still shown).")
+def test_conditional_mean_never_claims_a_zero_width_interval():
+    _, se, _, _ = _run_mechanism(500, 0.95, 0.5, AT_HIGH, 200, seed=11)
+    assert (se > 0).all(), f"{int((se == 0).sum())} of 200 releases have standard error 0"
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: the standard error is capped at half the range ('an interval wider than "
+                   "the domain says nothing more'), but a ±1.96·half interval around an estimate clipped to one bound "
+                   "reaches only 98% of the way to the other: with every value at hi, 90/400 releases (n = 500, 95% "
+                   "NULL, ε = 0.5) and 53/400 (n = 20,000, 99% NULL, ε = 1) have the capped error and miss the truth. "
+                   "SQL coverage of the grid's 'all at the bound' cells: 0.700 [0.631, 0.763] (n = 500, 95% NULL, "
+                   "ε = 0.5), 0.785 [0.722, 0.840] (n = 5,000), 0.800 [0.738, 0.853] (n = 500, 80% NULL).")
+def test_a_capped_interval_covers_the_whole_domain():
+    v, se, _, truth = _run_mechanism(500, 0.95, 0.5, AT_HIGH, 200, seed=12)
+    capped = se >= 5.0 - 1e-12
+    assert capped.any()
+    assert (v[capped] + Z * se[capped] >= truth).all() and (v[capped] - Z * se[capped] <= truth).all()
+
+
+@pytest.mark.xfail(strict=True, reason="HIGH (honesty): answers NOT flagged low-confidence under-cover near the flag's "
+                   "threshold (the flag is x̲̂ < 3·sd(x̲̂); the ratio's bias is not gone just above it). Coverage of "
+                   "unflagged 95% intervals, 400 releases per cell: every value at hi: n = 5,000, 80% NULL, ε = 0.5: "
+                   "73/101 = 0.723 [0.625, 0.807]; n = 5,000, 95% NULL, ε = 2: 135/161 = 0.839 [0.772, 0.892]; "
+                   "n = 20,000, 95% NULL, ε = 1: 145/168 = 0.863 [0.802, 0.911]; lognormal: n = 5,000, 80% NULL, "
+                   "ε = 0.5: 102/119 = 0.857 [0.781, 0.915]; n = 5,000, 95% NULL, ε = 2: 127/144 = 0.882 "
+                   "[0.818, 0.930]. Far from the threshold it holds (n = 20,000, 50% NULL, ε = 0.5: 0.958, never flagged).")
+def test_unflagged_conditional_means_cover():
+    v, se, flag, truth = _run_mechanism(5000, 0.8, 0.5, AT_HIGH, 300, seed=13)
+    hit = np.abs(v - truth) <= Z * se
+    k, m = int(hit[~flag].sum()), int((~flag).sum())
+    assert m >= 30
+    assert clopper_pearson(k, m)[1] >= 0.95, f"unflagged coverage {k}/{m}"
+
+
+def _evaluate(con, sql: str, runs: int = 200) -> list[dict]:
+    r = con.sql(f"EVALUATE {sql} REPEAT {runs}")
+    return [dict(zip(r.columns, row)) for row in r.fetchall()]
+
+
+@pytest.mark.parametrize("n, null_fraction, eps, shape", [
+    (20_000, 0.5, 0.5, "unif"), (5_000, 0.0, 2, "skew"), (5_000, 0.5, 2, "skew"), (2_000, 0.5, 16, "skew"),
+    (5_000, 0.8, 16, "bound"), (500, 0.0, 16, "unif")])
+def test_conditional_mean_coverage_away_from_the_flag(n, null_fraction, eps, shape):
+    """Coverage of LDP_AVG over a nullable column as the planner runs it (Collision, or the split at ε = 16):
+    measured 0.945-0.985 on these cells (R = 200); a broken interval (say 1.3x too narrow, 0.88) fails."""
+    rng = np.random.default_rng(n + int(100 * null_fraction) + int(eps))
+    x = {"unif": rng.uniform(0, 10, n), "skew": np.clip(np.exp(rng.normal(0, 1, n)), 0, 10),
+         "bound": np.full(n, 10.0)}[shape]
+    con = ldpql.connect(seed=n + int(eps), evaluation=True)
+    table(con, "t", {"x": pa.array(x, mask=rng.random(n) < null_fraction)}, {"x": {"between": (0, 10)}})
+    row = _evaluate(con, f"SELECT LDP_AVG(x) FROM t EPSILON {eps}")[0]
+    assert row["coverage"] >= 0.905   # P(coverage <= 0.90 | 0.95, 200 runs) < 0.003
+
+
+def test_sum_and_count_of_a_nullable_column_cover():
+    """Measured (R = 200, n = 2,000, 90% NULL, ε = 1): LDP_SUM 0.970 (Duchi with NULL as 0), LDP_COUNT(x) 0.940
+    (randomized response); at 50% NULL, ε = 16: 0.975 (PM) and 0.955."""
+    rng = np.random.default_rng(21)
+    n = 2000
+    x = np.clip(np.exp(rng.normal(1, 0.8, n)), 0, 10)
+    con = ldpql.connect(seed=21, evaluation=True)
+    table(con, "t", {"x": pa.array(x, mask=rng.random(n) < 0.9)}, {"x": {"between": (0, 10)}})
+    total, count = _evaluate(con, "SELECT LDP_SUM(x), LDP_COUNT(x) FROM t EPSILON 1")
+    assert total["coverage"] >= 0.905 and count["coverage"] >= 0.905
+
+
+def test_explain_prediction_bounds_the_realised_error_at_a_share_of_one_and_scales_with_the_share():
+    """EXPLAIN predicts at a reference share of 1 with a value; realised 1.96·RMSE (R = 200, n = 2,000, ε = 1):
+    at no NULL within the prediction, at a share p within about the prediction/p (the note's claim)."""
+    rng = np.random.default_rng(22)
+    n = 2000
+    x = np.clip(np.exp(rng.normal(1, 0.8, n)), 0, 10)
+    for share in (1.0, 0.5, 0.1):
+        con = ldpql.connect(seed=22, evaluation=True)
+        table(con, "t", {"x": pa.array(x, mask=rng.random(n) >= share)}, {"x": {"between": (0, 10)}})
+        q = "SELECT LDP_AVG(x) FROM t EPSILON 1"
+        predicted = con.sql("EXPLAIN " + q).plan.aggregates[0].chosen.predict(1.0, n) * Z
+        realised = Z * _evaluate(con, q)[0]["rmse"]
+        assert realised <= 1.15 * predicted / share
+
+
+# ==== the joint release ======================================================================================
+
+def test_joint_release_merges_a_column_asked_with_two_null_semantics():
+    """(Recorded as found; see the xfail below for the expected behaviour.) LDP_AVG(x) and LDP_AVG(x, nulls =>
+    'midpoint') share one coordinate of the joint report, so both answers are the same number."""
+    con, _ = _two_forms()
+    a, b = con.sql("SELECT LDP_AVG(x), LDP_AVG(x, nulls => 'midpoint') FROM t EPSILON 4").fetchone()
+    assert a == b
+
+
+def _two_forms():
+    rng = np.random.default_rng(31)
+    n = 20_000
+    x = rng.uniform(8, 10, n)
+    null = rng.random(n) < 0.5
+    con = ldpql.connect(seed=31, evaluation=True)
+    table(con, "t", {"x": pa.array(x, mask=null)}, {"x": {"between": (0, 10)}})
+    return con, (x[~null].mean(), np.where(null, 5.0, x).mean())
+
+
+@pytest.mark.xfail(strict=True, reason="HIGH (wrong answer, silently): planner/joint._columns keys coordinates by column "
+                   "name, so LDP_AVG(x) and LDP_AVG(x, nulls => 'midpoint') in one statement read the same coordinate, "
+                   "with the first one's NULL semantics, while the notes say the second counts NULL as 5. n = 20,000, "
+                   "x ~ U(8, 10), 50% NULL, ε = 4 (auto plan): both answers 9.005; truths 8.995 (skip) and 7.008 "
+                   "(midpoint). Forced mechanism = 'collision' with the midpoint form first: both 7.01. EPSILON INF with "
+                   "mechanism = 'collision': both 8.995 (or both 7.008), so even the noise-off answer is wrong.")
+def test_joint_release_keeps_each_aggregates_null_semantics():
+    con, (skip, midpoint) = _two_forms()
+    a, b = con.sql("SELECT LDP_AVG(x), LDP_AVG(x, nulls => 'midpoint') FROM t EPSILON 4").fetchone()
+    assert abs(a - skip) < 0.3 and abs(b - midpoint) < 0.3
+    a, b = con.sql("SELECT LDP_AVG(x), LDP_AVG(x, nulls => 'midpoint') FROM t EPSILON INF "
+                   "OPTIONS (mechanism = 'collision')").fetchone()
+    assert a == pytest.approx(skip) and b == pytest.approx(midpoint)
+
+
+@pytest.mark.parametrize("d, nullable, mech", [(4, True, "collision"), (8, False, "coco"), (16, True, "collision")])
+def test_joint_release_coverage(d, nullable, mech):
+    """Per-column coverage of the joint release (n = 5,000, ε = 1, R = 200). Outside the suite, 180 (d, column) cells
+    (d = 2, 4, 8, 16; NULL shares 0, 0.3, 0.5, 0.8; ε = 1, 4; CoCo and Collision) gave min 0.910 and 2 cells with
+    an exact upper bound below 0.95, the chance count: the rounding term VectorMeans.conditional adds makes up for
+    Collision.conditional_variance treating f̂₊, f̂₋ as uncorrelated."""
+    rng = np.random.default_rng(d * 7 + nullable)
+    n = 5000
+    cols, private = {}, {}
+    for j in range(d):
+        v = rng.beta(0.5, 3, n) * 10 if j % 2 else rng.uniform(6, 10, n)
+        share = (0.0, 0.5, 0.8, 0.3)[j % 4] if nullable else 0.0
+        cols[f"x{j}"] = pa.array(v, mask=rng.random(n) < share)
+        private[f"x{j}"] = {"between": (0, 10)} if share else {"between": (0, 10), "not_null": True}
+    con = ldpql.connect(seed=d, evaluation=True)
+    table(con, "t", cols, private)
+    sel = ", ".join(f"LDP_AVG(x{j})" for j in range(d))
+    rows = _evaluate(con, f"SELECT {sel} FROM t EPSILON 1 OPTIONS (mechanism = '{mech}')")
+    covs = [r["coverage"] for r in rows]
+    assert min(covs) >= 0.89 and np.mean(covs) >= 0.93, covs
