@@ -1,4 +1,4 @@
-import numpy as np, time
+import numpy as np
 from ldpql.mechanisms.conditional import CollisionMean, answer, MISSING
 from scipy.stats import beta
 def cp(k, n):

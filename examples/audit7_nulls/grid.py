@@ -1,4 +1,4 @@
-import numpy as np, pyarrow as pa, ldpql, time, sys, itertools
+import numpy as np, pyarrow as pa, ldpql, time, itertools
 from scipy.stats import beta
 R = 200
 def cp(k, n):

@@ -512,13 +512,22 @@ def _checked(s: Setting, est: Estimate, first: list[Cells], second: list[Cells],
     declared = f"σ = {s.sigma_lo:g}" if s.known else f"σ range [{s.sigma_lo:g}, {s.sigma_hi:g}]"
     fit = (f"they fit σ ≈ {chk.sigma_fit:.3g}" if chk.sigma_fit >= 2.0 ** s.lmin / 2 else
            f"they point to σ below {2.0 ** s.lmin / 2:g}, which its bins of {2.0 ** s.lmin:g} cannot resolve")
-    why = (f"{est.note}; WARNING: the declared {declared} does not fit the first round's reports (likelihood-ratio "
-           f"test p = {max(chk.p_value, 1e-300):.2g} < {SIGMA_CHECK_ALPHA:g}; {fit})")
+    why = est.note + "; WARNING: " + "; ".join(filter(None, (
+        f"the declared {declared} does not fit the first round's reports (likelihood-ratio test p = "
+        f"{max(chk.p_value, 1e-300):.2g} < {SIGMA_CHECK_ALPHA / 2:g}; {fit})" if chk.p_value < SIGMA_CHECK_ALPHA / 2
+        else "",   # a deviance test: no σ explains the reports (point masses, bimodal or skewed data, audit7 A1, A4)
+        f"the first round's reports are not Gaussian for any σ (goodness of fit p = {max(chk.fit_p, 1e-300):.2g}), "
+        "so the answer and its interval, which assume a Gaussian, may not hold; Duchi et al., PM and HM do not "
+        "(mechanism => 'hybrid')" if chk.misfit else "")))
     if not s.known:
         return replace(est, extra=extra, note=why + ": the answer's σ̂ and interval come from the reports and stand, "
                        "but the predicted error assumed the declared range")
     stat = confidence + s.beta if confidence + s.beta < 1 else confidence
-    mu, low, high, sigma = profile_estimate(first + second, search, stat)
+    try:
+        mu, low, high, sigma = profile_estimate(first + second, search, stat)
+    except (ValueError, ArithmeticError):   # no usable profile (audit7 A2): the whole range, honest if useless
+        mu, low, high, sigma = float(est.values[0]) - s.origin, 0.0, s.width, math.nan
+    mu, low, high = (min(max(v, 0.0), s.width) for v in (mu, low, high))   # x' lies in [0, W] (audit7 A3)
     se = (high - low) / 2 / _N01.inv_cdf(0.5 + stat / 2)
     return Estimate(np.array([mu + s.origin]), np.array([se]), extra={**extra, "sigma_refit": sigma},
                     note=why + ": the answer and its interval are re-estimated from all reports with σ free "

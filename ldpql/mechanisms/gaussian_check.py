@@ -140,21 +140,40 @@ def _fit(reports: list[Cells], search: Search, lo: float, hi: float) -> tuple[fl
 @dataclass(frozen=True)
 class SigmaCheck:
     """The likelihood-ratio test of the declared σ: Λ, its χ²₁ p-value, whether it is below ``ALPHA``, and the
-    free fit's σ (x' units, as the values)."""
+    free fit's σ (x' units, as the values); and the goodness of fit of that free fit (its p-value, and ``misfit``
+    when no Gaussian explains the reports: two point masses, a bimodal or very skewed column)."""
 
     statistic: float
     p_value: float
     flagged: bool
     sigma_fit: float
+    fit_p: float = 1.0
+    misfit: bool = False
+
+
+def goodness_of_fit(reports: list[Cells], mu: float, sigma: float) -> float:
+    """The p-value of the deviance G = 2 Σ O·log(O/E) of the released counts against the Gaussian (µ, σ) fitted
+    to them, on Σ(r − 1) − 2 degrees of freedom (audit7 A1, A4: a test of σ alone cannot see data that no σ fits)."""
+    from scipy.stats import chi2
+    g, df = 0.0, -2
+    for c in reports:
+        o = np.asarray(c.counts, dtype=float)
+        if o.sum() <= 0:
+            continue
+        e = o.sum() * (c.q + (c.p - c.q) * class_probabilities(mu, sigma, c.shift, c.width, len(o))[0])
+        g += 2 * float(np.sum(np.where(o > 0, o * np.log(np.maximum(o, 1e-300) / np.maximum(e, 1e-300)), 0.0)))
+        df += len(o) - 1
+    return float(chi2.sf(g, df)) if df > 0 else 1.0
 
 
 def check_sigma(round_one: list[Cells], declared: tuple[float, float], search: Search) -> SigmaCheck:
-    """Test "σ ∈ [declared]" on round 1's counts, µ free (a nuisance): Λ = 2[max ℓ − max_{σ declared} ℓ] ~ χ²₁."""
-    free, _, sigma = _fit(round_one, search, search.sigma_lo, search.sigma_hi)
+    """Test "σ ∈ [declared]" on round 1's counts, µ free (a nuisance): Λ = 2[max ℓ − max_{σ declared} ℓ] ~ χ²₁;
+    and whether the free fit explains the counts at all (:func:`goodness_of_fit`), each at rate ALPHA / 2."""
+    free, mu, sigma = _fit(round_one, search, search.sigma_lo, search.sigma_hi)
     held, _, _ = _fit(round_one, search, *declared)
     stat = max(0.0, 2 * (free - held))
-    p = chi2_sf(stat)
-    return SigmaCheck(stat, p, p < ALPHA, sigma)
+    p, fit_p = chi2_sf(stat), goodness_of_fit(round_one, mu, sigma)
+    return SigmaCheck(stat, p, p < ALPHA / 2 or fit_p < ALPHA / 2, sigma, fit_p, fit_p < ALPHA / 2)
 
 
 def _profile(reports: list[Cells], mu: float, sigmas: np.ndarray) -> tuple[float, float]:
@@ -178,7 +197,7 @@ def profile_estimate(reports: list[Cells], search: Search, level: float,
     runs about half the time. The cut then allows for that stray too: (χ²₁(level) + χ²₁(1 − ALPHA))/2, a
     √(1 + χ²₁(1 − α)/χ²₁(level)) ≈ 1.6 times wider interval, so that a falsely flagged answer still covers."""
     from scipy.optimize import brentq, minimize_scalar
-    drop = (chi2_ppf(level) + (chi2_ppf(1 - ALPHA) if selected else 0.0)) / 2
+    drop = (chi2_ppf(level) + (chi2_ppf(1 - ALPHA / 2) if selected else 0.0)) / 2
     sigmas = search.sigmas()
     widen = 1.0
     while True:
@@ -209,6 +228,8 @@ def profile_estimate(reports: list[Cells], search: Search, level: float,
         inner = mus[out - direction]
         if (inner - mu_hat) * direction < 0 or f(inner) <= 0:
             inner = mu_hat
+        if f(inner) <= 0:   # no crossing to solve for (a flat or noisy profile, audit7 A2): the outer point
+            return float(mus[out])
         return float(brentq(f, *sorted((inner, mus[out])), xtol=step * 1e-3))
     low, high = edge(int(inside[0]), -1), edge(int(inside[-1]), 1)
     return mu_hat, min(low, mu_hat), max(high, mu_hat), _profile(reports, mu_hat, sigmas)[1]

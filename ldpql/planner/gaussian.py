@@ -182,10 +182,10 @@ def describe(t: GaussianTarget, rounds: int, eps: float, n: int) -> list[str]:
              (f" (√(5ρ) = {math.sqrt(5 * G.rho(s, n)):.2f})" if s.known else ""),
              (f"interval    ±z·se at {stat:.4g} if that is below 1 (the coarse stage fails with probability ≤ β), else "
               "at the confidence less β"),
-             (f"σ check     the first round's reports test the declared σ (likelihood ratio, false alarm "
-              f"{G.SIGMA_CHECK_ALPHA:g}); if they reject it, " + ("µ and its interval are re-estimated with σ free"
-                                                                 if s.known else "the answer is flagged") +
-              " and the note says so (post-processing: no ε)"),
+             (f"σ check     the first round's reports test the declared σ (likelihood ratio) and that some Gaussian "
+              f"fits them (deviance), false alarms {G.SIGMA_CHECK_ALPHA:g} in all; if σ is rejected, " +
+              ("µ and its interval are re-estimated with σ free" if s.known else "the answer is flagged") +
+              ", if no Gaussian fits, the answer is flagged as not holding; the note says so (post-processing: no ε)"),
              ("privacy     pure ε-LDP, one message per user (4-ary RR, binary RR or discrete Laplace), "
               "sequentially interactive")]
     return lines

@@ -78,20 +78,21 @@ def _eligible(ctx) -> list | None:
 
 
 def _columns(ctx, runs) -> tuple[list[Column], list[int]]:
-    """The distinct columns (coordinates) and each aggregate's coordinate."""
-    cols: dict[str, Column] = {}
+    """The distinct coordinates (a column under one NULL semantics: LDP_AVG(x) and LDP_AVG(x, nulls =>
+    'midpoint') are two, audit7n H1) and each aggregate's coordinate."""
+    cols: dict[tuple[str, bool], Column] = {}
     where = []
     for a in runs:
         col = ctx.table.column(a.target.column)
-        if col.name not in cols:
-            dom = col.domain
-            skip = _skips(a, dom)
+        dom = col.domain
+        skip = _skips(a, dom)
+        if (col.name, skip) not in cols:
             scaled = dom.scaled(col.name)
             if skip:   # a NULL (or a value that does not convert) is no element: NaN, not the midpoint
                 raw = E.number(col.name)
                 scaled = E.Case(E.Logic("OR", (E.IsNull(raw), E.call("isnan", raw))), E.Literal(math.nan), scaled)
-            cols[col.name] = Column(col.name, (dom.high - dom.low) / 2, (dom.high + dom.low) / 2, skip, scaled)
-        where.append(list(cols).index(col.name))
+            cols[(col.name, skip)] = Column(col.name, (dom.high - dom.low) / 2, (dom.high + dom.low) / 2, skip, scaled)
+        where.append(list(cols).index((col.name, skip)))
     return list(cols.values()), where
 
 
@@ -204,6 +205,8 @@ def consider_joint_release(ctx) -> None:
     if wanted not in KINDS:
         ctx.joint = runs
         return
+    if runs is None and wanted == "collision" and len(ctx.aggregates) == 1:
+        return   # one mean: 'collision' is its own candidate on a nullable column (ldpql.mechanisms.conditional)
     if runs is None:
         raise ctx.error(PlanError, f"mechanism = '{wanted}' answers several LDP_AVG/LDP_MEAN columns from one report, "
                         "and this statement is not that", ctx.select,

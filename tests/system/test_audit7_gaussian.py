@@ -95,7 +95,7 @@ def test_flagged_and_unflagged_answers_charge_the_same_and_log_the_same():
     con = ldpql.connect(seed=7, evaluation=True)
     for name, sd in (("ok", 1.0), ("bad", 5.0)):
         con.register(name, pa.table({"x": rng.normal(MU, sd, 60_000)}),
-                     private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1}}, budget=10)
+                     private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1, "not_null": True}}, budget=10)
         text = str(con.sql(f"SELECT LDP_MEAN(x) FROM {name} EPSILON 2 OPTIONS (mechanism = 'gaussian')"))
         assert ("WARNING" in text) == (name == "bad")
         assert con.remaining_budget(name) == pytest.approx(8.0)
@@ -186,11 +186,7 @@ def test_heavy_tails_t3_are_flagged_and_the_refit_covers():
     assert all(flag for flag, _, _ in out) and sum(hit for _, hit, _ in out) >= 9
 
 
-@pytest.mark.xfail(strict=True, reason="A1 (medium): on data that are not Gaussian the check flags every answer "
-                   "and the note says the answer 'is re-estimated from all reports with σ free', but the refit still "
-                   "models a Gaussian: bimodal data (modes µ ± 0.9, sd 1, declared σ = 1, n = 10^5, ε = 1) covered "
-                   "0/60 (CI [0, 0.06]), bias +0.22; lognormal (shape 0.5, sd 1) 0/60, bias −0.20 (the intervals "
-                   "are ±0.04 to ±0.07); nothing in the note says the data did not fit a Gaussian with any σ")
+# fixed (was a strict xfail): A1
 @pytest.mark.parametrize("shape", ["bimodal", "lognormal"])
 def test_flagged_answers_on_non_gaussian_data_cover_or_say_the_shape_does_not_fit(shape):
     def bimodal(rng):
@@ -209,41 +205,27 @@ def test_flagged_answers_on_non_gaussian_data_cover_or_say_the_shape_does_not_fi
 
 # ---- robustness of the refit (4.) ----------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="A2 (high): the profile refit raises on some data: brentq 'f(a) and f(b) must "
-                   "have different signs' (a ValueError in profile_estimate's edge search). σ declared 1 in BETWEEN "
-                   "-1000 AND 1000, data N(0, 10^4) (clamped to the padded range: two near point masses), n = 10^5, "
-                   "ε = 1: 4 of 12 driver runs raised (KV2); one round, data at ±10^9: 6 of 12. In SQL (seed 4 of "
-                   "0..11) the statement fails with ExecuteError after reading the data, so ε = 1 is charged and "
-                   "no answer is given")
+# fixed (was a strict xfail): A2
 def test_the_refit_answers_on_data_far_outside_the_declaration():
     x = np.random.default_rng(1).normal(0, 1e4, 100_000)
     con = ldpql.connect(seed=4, evaluation=True)
-    con.register("h", pa.table({"x": x}), private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1}}, budget=10)
+    con.register("h", pa.table({"x": x}), private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1, "not_null": True}}, budget=10)
     r = con.sql("SELECT LDP_MEAN(x) FROM h EPSILON 1 OPTIONS (mechanism = 'gaussian')")
     assert math.isfinite(r.fetchone()[0])
 
 
-@pytest.mark.xfail(strict=True, reason="A4 (high): a σ understated 10^4 times can pass the check silently: σ "
-                   "declared 1 in BETWEEN -1000 AND 1000, data N(0, 10^4) (92% of the values clamped to the padded "
-                   "range's ends −1004 and 1004), n = 10^5, ε = 1: 3 of 12 SQL seeds (1, 3, 6) were not flagged and "
-                   "answered 20.0 ± 0.025 (95%) while EVALUATE's truth, the padded-clamp mean, is −4.04: 1,000 "
-                   "half-widths off, and the note says only 'assumes the declared Gaussian'. Two point masses at the "
-                   "clamp ends fit σ = 1 as badly as any σ, so a test of σ alone (no goodness of fit) cannot see them")
+# fixed (was a strict xfail): A4
 def test_a_grossly_understated_sigma_is_flagged_or_covered():
     x = np.random.default_rng(1).normal(0, 1e4, 100_000)
     truth = np.clip(x, -1004, 1004).mean()
     con = ldpql.connect(seed=1, evaluation=True)
-    con.register("h", pa.table({"x": x}), private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1}}, budget=10)
+    con.register("h", pa.table({"x": x}), private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1, "not_null": True}}, budget=10)
     r = con.sql("SELECT LDP_MEAN(x) FROM h EPSILON 1 OPTIONS (mechanism = 'gaussian')")
     lo, hi, _ = r.intervals()[0][0]
     assert "WARNING" in str(r) or lo <= truth <= hi
 
 
-@pytest.mark.xfail(strict=True, reason="A3 (medium): a flagged one-round answer can lie far outside every possible "
-                   "value: σ declared 1 in BETWEEN -1000 AND 1000 (values clamped to [-1004, 1004]), data uniform "
-                   "over the range, n = 10^5, ε = 1: the refit answered −524,290 with interval [−524,290, 524,308] "
-                   "(its µ window doubles up to 64 times past the data and the estimate is not clamped to the padded "
-                   "range); with σ declared 10⁻³ the same on ±10^9 data (−523,519)")
+# fixed (was a strict xfail): A3
 def test_a_refit_answer_stays_within_the_padded_range():
     s = setting(-1000, 1000, 1, 1, 1)
     for seed in range(3):
@@ -260,7 +242,7 @@ def _grouped_narrow():
     x = np.concatenate([rng.normal(0.9, 1, n0), rng.normal(0.1, 1, n1)])
     g, w = np.repeat([0, 1], [n0, n1]), rng.integers(0, 2, n0 + n1)
     con = ldpql.connect(seed=7, evaluation=True)
-    con.register("h", pa.table({"x": x, "g": g, "w": w}), private={"x": {"between": (0, 1), "gaussian_sigma": 1}},
+    con.register("h", pa.table({"x": x, "g": g, "w": w}), private={"x": {"between": (0, 1), "gaussian_sigma": 1, "not_null": True}},
                  public=["g", "w"], budget=1e9)
     return con, x, g, w
 
@@ -289,7 +271,7 @@ def test_nulls_count_the_same_for_every_candidate():
     con.register("h", pa.table({"x": pa.array(x, mask=null)}),
                  private={"x": {"between": (0, 1), "gaussian_sigma": 1}}, budget=1e9)
     truths = set()
-    for mech in ("duchi", "piecewise", "hybrid"):
+    for mech in ("collision", "split"):   # (a nullable column: the candidates that skip NULLs)
         r = con.sql(f"EVALUATE SELECT LDP_MEAN(x) FROM h EPSILON 1 OPTIONS (mechanism = '{mech}') REPEAT 2")
         truths.add(round(dict(zip(r.columns, r.fetchone()))["truth"], 12))
     as_default = round(np.clip(np.where(null, 0.5, x), -4, 5).mean(), 12)
@@ -305,7 +287,7 @@ def test_the_planner_picks_the_gaussian_protocol_where_it_is_measured_more_accur
     rng = np.random.default_rng(5)
     con = ldpql.connect(seed=7, evaluation=True)
     con.register("h", pa.table({"x": rng.normal(0.5, 1, 100_000)}),
-                 private={"x": {"between": (0, 1), "gaussian_sigma": 1}}, budget=1e9)
+                 private={"x": {"between": (0, 1), "gaussian_sigma": 1, "not_null": True}}, budget=1e9)
     assert "mechanism * gaussian:" in str(con.sql("EXPLAIN SELECT LDP_MEAN(x) FROM h EPSILON 2"))
     rmse = {}
     for mech in ("gaussian", "hybrid", "piecewise", "duchi"):
@@ -335,7 +317,7 @@ def test_bad_gaussian_statements_are_refused_without_spending_or_quoting_data(st
     x = rng.normal(MU, 1, 30_000)
     con = ldpql.connect(seed=7, evaluation=True)
     con.register("h", pa.table({"x": x, "y": rng.normal(0, 1, 30_000)}),
-                 private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1}, "y": {"between": (-5, 5)}}, budget=10)
+                 private={"x": {"between": (-1000, 1000), "gaussian_sigma": 1, "not_null": True}, "y": {"between": (-5, 5)}}, budget=10)
     with pytest.raises(ldpql.Error) as err:
         con.sql(stmt)
     assert con.remaining_budget("h") == 10

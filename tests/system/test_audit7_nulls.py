@@ -388,14 +388,6 @@ def test_explain_prediction_bounds_the_realised_error_at_a_share_of_one_and_scal
 
 # ==== the joint release ======================================================================================
 
-def test_joint_release_merges_a_column_asked_with_two_null_semantics():
-    """(Recorded as found; see the xfail below for the expected behaviour.) LDP_AVG(x) and LDP_AVG(x, nulls =>
-    'midpoint') share one coordinate of the joint report, so both answers are the same number."""
-    con, _ = _two_forms()
-    a, b = con.sql("SELECT LDP_AVG(x), LDP_AVG(x, nulls => 'midpoint') FROM t EPSILON 4").fetchone()
-    assert a == b
-
-
 def _two_forms():
     rng = np.random.default_rng(31)
     n = 20_000
@@ -406,12 +398,7 @@ def _two_forms():
     return con, (x[~null].mean(), np.where(null, 5.0, x).mean())
 
 
-@pytest.mark.xfail(strict=True, reason="HIGH (wrong answer, silently): planner/joint._columns keys coordinates by column "
-                   "name, so LDP_AVG(x) and LDP_AVG(x, nulls => 'midpoint') in one statement read the same coordinate, "
-                   "with the first one's NULL semantics, while the notes say the second counts NULL as 5. n = 20,000, "
-                   "x ~ U(8, 10), 50% NULL, ε = 4 (auto plan): both answers 9.005; truths 8.995 (skip) and 7.008 "
-                   "(midpoint). Forced mechanism = 'collision' with the midpoint form first: both 7.01. EPSILON INF with "
-                   "mechanism = 'collision': both 8.995 (or both 7.008), so even the noise-off answer is wrong.")
+# fixed (was a strict xfail, HIGH): the joint release keyed its coordinates by column name only
 def test_joint_release_keeps_each_aggregates_null_semantics():
     con, (skip, midpoint) = _two_forms()
     a, b = con.sql("SELECT LDP_AVG(x), LDP_AVG(x, nulls => 'midpoint') FROM t EPSILON 4").fetchone()

@@ -17,6 +17,10 @@ from ldpql.backends import spark as S
 Z = 1.959963984540054
 
 
+# NOT NULL: these columns count a NULL as the midpoint (a nullable column skips NULLs: tests/system/test_nulls.py)
+NN = {"between": (0, 10), "not_null": True}
+
+
 def _table(n: int, d: int, seed: int, tiny_group: bool = False) -> pa.Table:
     rng = np.random.default_rng(seed)
     cols = {f"x{j}": rng.uniform(0, 10, n) * (0.3 + 0.7 * j / max(d - 1, 1)) for j in range(d)}
@@ -29,7 +33,7 @@ def _table(n: int, d: int, seed: int, tiny_group: bool = False) -> pa.Table:
 
 def _con(n: int, d: int, seed: int = 3, tiny_group: bool = False, session_seed: int = 11):
     con = ldpql.connect(seed=session_seed, evaluation=True)
-    private = {f"x{j}": (0, 10) for j in range(d)} | {"c": ["a", "b"]}
+    private = {f"x{j}": NN for j in range(d)} | {"c": ["a", "b"]}
     con.register("t", _table(n, d, seed, tiny_group), private=private, public=["g"], budget=1e6)
     return con
 
@@ -154,7 +158,7 @@ def test_group_by_runs_one_joint_report_per_group():
 
 @pytest.mark.parametrize("sql, message", [
     ("SELECT LDP_AVG(x0), LDP_HISTOGRAM(c) FROM t EPSILON 1 OPTIONS (mechanism = 'coco')", "is not that"),
-    ("SELECT LDP_AVG(x0) FROM t EPSILON 1 OPTIONS (mechanism = 'collision')", "is not that"),
+    ("SELECT LDP_AVG(x0) FROM t EPSILON 1 OPTIONS (mechanism = 'collision')", "cannot answer"),   # a NOT NULL column: collision is a candidate only where NULLs are skipped
     ("SELECT LDP_AVG(x0), LDP_AVG(c) FROM t EPSILON 1 OPTIONS (mechanism = 'coco')", "categorical"),
     ("SELECT LDP_AVG(x0), LDP_AVG(x1, epsilon => 0.5) FROM t EPSILON 1 OPTIONS (mechanism = 'coco')", "is not that"),
     ("SELECT LDP_AVG(x0), LDP_AVG(x1) FROM t EPSILON 1 OPTIONS (mechanism = 'coco', split = 'users')",
@@ -179,7 +183,7 @@ def test_shuffled_joint_report_runs_at_its_own_epsilon0_and_explain_shows_it():
 
     d, n = 6, 50_000
     con = ldpql.connect(seed=5, evaluation=True)
-    con.register("t", _table(n, d, 4), private={f"x{j}": (0, 10) for j in range(d)}, budget=100, delta=1e-4)
+    con.register("t", _table(n, d, 4), private={f"x{j}": NN for j in range(d)}, budget=100, delta=1e-4)
     sql = f"SELECT {_avgs(d)} FROM t EPSILON 0.5 DELTA 1e-6 OPTIONS (model = 'auto')"
     text = str(con.sql("EXPLAIN " + sql))
     e0 = float(re.search(r"users randomize at ε₀ = ([0-9.]+)", text).group(1))
@@ -196,7 +200,7 @@ def test_shuffled_joint_report_runs_at_its_own_epsilon0_and_explain_shows_it():
 def test_shuffled_joint_intervals_cover():
     d = 4
     con = ldpql.connect(seed=6, evaluation=True)
-    con.register("t", _table(20_000, d, 5), private={f"x{j}": (0, 10) for j in range(d)}, budget=1e6, delta=1e-2)
+    con.register("t", _table(20_000, d, 5), private={f"x{j}": NN for j in range(d)}, budget=1e6, delta=1e-2)
     rows = con.sql(f"EVALUATE SELECT {_avgs(d)} FROM t EPSILON 0.5 DELTA 1e-6 OPTIONS (model = 'shuffle') "
                    "REPEAT 120").fetchall()
     assert all(row[7] >= 0.88 for row in rows), [row[7] for row in rows]
@@ -204,7 +208,7 @@ def test_shuffled_joint_intervals_cover():
 
 def test_model_shuffle_still_refuses_a_single_mean():
     con = ldpql.connect(seed=5, evaluation=True)
-    con.register("t", _table(1000, 2, 4), private={"x0": (0, 10), "x1": (0, 10)}, budget=100, delta=1e-4)
+    con.register("t", _table(1000, 2, 4), private={"x0": NN, "x1": NN}, budget=100, delta=1e-4)
     with pytest.raises(ldpql.PlanError, match="no shuffle-model protocol is available for LDP_AVG"):
         con.sql("SELECT LDP_AVG(x0) FROM t EPSILON 0.5 DELTA 1e-6 OPTIONS (model = 'shuffle')")
 
@@ -230,8 +234,8 @@ def parquet(tmp_path_factory) -> str:
 def _on(request, backend: str, path: str, seed: int | None = 7):
     spark = request.getfixturevalue("spark_session") if backend == "spark" else None
     con = ldpql.connect(evaluation=True, seed=seed, backend=backend, spark=spark)
-    con.sql(f"CREATE TABLE t FROM '{path}' (x0 PRIVATE BETWEEN 0 AND 10, x1 PRIVATE BETWEEN 0 AND 10, "
-            "x2 PRIVATE BETWEEN 0 AND 10, g PUBLIC, uid PUBLIC) PRIVACY UNIT uid BUDGET EPSILON 1000")
+    con.sql(f"CREATE TABLE t FROM '{path}' (x0 PRIVATE BETWEEN 0 AND 10 NOT NULL, x1 PRIVATE BETWEEN 0 AND 10 NOT NULL, "
+            "x2 PRIVATE BETWEEN 0 AND 10 NOT NULL, g PUBLIC, uid PUBLIC) PRIVACY UNIT uid BUDGET EPSILON 1000")
     return con
 
 
@@ -271,7 +275,7 @@ def test_accuracy_holds_every_column_of_a_joint_report():
     rng = np.random.default_rng(0)
     con = ldpql.connect(seed=3, evaluation=True)
     con.register("t", pa.table({"a": rng.uniform(0, 10, 20_000), "b": rng.uniform(0, 1000, 20_000)}),
-                 private={"a": (0, 10), "b": (0, 1000)}, budget=1000)
+                 private={"a": NN, "b": {"between": (0, 1000), "not_null": True}}, budget=1000)
     text = str(con.sql("EXPLAIN SELECT LDP_AVG(a), LDP_AVG(b) FROM t ACCURACY 30 OPTIONS (mechanism = 'coco')"))
     per = dict(re.findall(r"(\w) ±([0-9.]+)", re.search(r"per column  predicted.*", text).group(0)))
     assert float(per["b"]) <= 30 and float(per["a"]) <= 30 and "shares      the release of ldp_avg_b" in text
