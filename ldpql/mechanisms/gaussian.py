@@ -523,15 +523,16 @@ def _checked(s: Setting, est: Estimate, first: list[Cells], second: list[Cells],
         return replace(est, extra=extra, note=why + ": the answer's σ̂ and interval come from the reports and stand, "
                        "but the predicted error assumed the declared range")
     stat = confidence + s.beta if confidence + s.beta < 1 else confidence
+    how = ": the answer and its interval are re-estimated from all reports with σ free (profile likelihood)"
     try:
         mu, low, high, sigma = profile_estimate(first + second, search, stat)
     except (ValueError, ArithmeticError):   # no usable profile (audit7 A2): the whole range, honest if useless
         mu, low, high, sigma = float(est.values[0]) - s.origin, 0.0, s.width, math.nan
+        how = ": the σ-free re-estimate found no usable profile, so the interval is the whole padded range"
     mu, low, high = (min(max(v, 0.0), s.width) for v in (mu, low, high))   # x' lies in [0, W] (audit7 A3)
     se = (high - low) / 2 / _N01.inv_cdf(0.5 + stat / 2)
     return Estimate(np.array([mu + s.origin]), np.array([se]), extra={**extra, "sigma_refit": sigma},
-                    note=why + ": the answer and its interval are re-estimated from all reports with σ free "
-                         "(profile likelihood)", interval=(np.array([low + s.origin]), np.array([high + s.origin])),
+                    note=why + how, interval=(np.array([low + s.origin]), np.array([high + s.origin])),
                     interval_confidence=confidence)
 
 
