@@ -31,7 +31,6 @@ low-confidence note, the delta method over the users taken as a sample, so the r
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from fractions import Fraction
@@ -193,7 +192,12 @@ class KVCollision(Randomizer):
             yield tuple(y for y, _ in combo), math.prod((w for _, w in combo), start=Fraction(1) if exact else 1.0)
 
     def _collision(self, ys: tuple, exact: bool) -> list:
-        return _collision_law(self.epsilon, self.inner.d, self.inner.s, self.t, tuple(sorted(ys)), exact)
+        """The inner Collision's law (as its sampler runs) for this element set, cached per instance."""
+        cache = self.__dict__.setdefault("_laws", {})
+        key = (tuple(sorted(ys)), exact)
+        if key not in cache:
+            cache[key] = self.inner.set_probabilities(key[0], exact)
+        return cache[key]
 
     def output_distribution(self, x) -> np.ndarray:
         return np.array(self._law(int(x), exact=False), dtype=float)
@@ -212,11 +216,6 @@ class KVCollision(Randomizer):
 
     def __repr__(self) -> str:
         return f"kv_collision(epsilon={self.epsilon:g}, d={self.d}, s={self.s}, states={self.states}, t={self.t})"
-
-
-@functools.lru_cache(maxsize=256)
-def _collision_law(epsilon: float, d: int, s: int, t: int, ys: tuple, exact: bool) -> list:
-    return Collision(epsilon, d, s, t).set_probabilities(ys, exact)
 
 
 # ---- estimators per key -----------------------------------------------------------------------------------------

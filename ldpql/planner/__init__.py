@@ -576,7 +576,7 @@ def _null_value(column) -> str:
     return ""
 
 
-RULES = (refuse_repeated_units, check_public_clauses, resolve_options, resolve_items, share_releases, note_nulls, resolve_epsilon, enforce_epsilon_cap,
+RULES = (check_public_clauses, refuse_repeated_units, resolve_options, resolve_items, share_releases, note_nulls, resolve_epsilon, enforce_epsilon_cap,
          choose_model,
          apply_rounds_limit, joint.consider_joint_release, apply_mechanism_override, split_budget,
          joint.choose_joint_release, choose_mechanisms, note_predictions)
