@@ -24,13 +24,12 @@ from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
 from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.mechanisms.kv import kv_t, predicted_se
+from ldpql.papers import cite
 from ldpql.planner import PublicFacts, _error, check_option
 
 KINDS = {"LDP_COUNT": "count", "LDP_FREQUENCY": "frequency", "LDP_AVG": "mean", "LDP_MEAN": "mean", "LDP_SUM": "sum"}
 UNIT = {"count": "users", "frequency": "share of users", "mean": "value units", "sum": "value units"}
 ALLOWED_OPTIONS = ("confidence", "seed", "model", "mechanism", "epsilon")
-PAPER = ('Wang, Li, Li, Li, Yang and Yan, "Differentially Private Numerical Vector Analyses in the Local and Shuffle '
-         'Model" (IJCAI 2021, journal version)')
 CAVEAT = ("a user with more than s keys sends a uniformly random s of them, so counts, frequencies and sums of the "
           "keys of such users come out lower by the factor s/(their number of keys) (means are not biased by it); "
           "a user's rows with the same key count once, with their mean value")
@@ -113,7 +112,7 @@ def explain_lines(p: KVPlan) -> list[str]:
     lines += ["├─ model       local (pure ε-LDP); shuffle: not available for key-value statements",
               f"├─ mechanism * collision: one report per user for every key and aggregate, ε = {eps}, no split; "
               f"d = {p.d} keys, s = {p.s} ({p.s_from}), t = {p.t}, {p.states} element(s) per key: {states}",
-              f"├─ paper       {PAPER}",
+              f"├─ paper       {cite('wang2023')}",
               f"├─ sparsity    {CAVEAT}"]
     lines += [f"├─ note        {n}" for n in p.notes]
     pred = p.predicted()
