@@ -60,39 +60,52 @@ def kv_t(epsilon: float, d: int, s: int, states: int) -> int:
 def merge(users: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
     """Rows -> one pair per (user, key): (users, keys, values) sorted by user then key, the value the mean of the
     rows' values (NaN where no row has one). Rows with a negative key (none, or outside the domain) are dropped."""
-    users, keys = np.asarray(users, np.uint64), np.asarray(keys, np.int64)
-    values = np.asarray(values, float)
+    ids, dense = np.unique(np.asarray(users, np.uint64), return_inverse=True)
+    row, k, v = _merge(dense.reshape(-1), keys, values)
+    return ids[row], k, v
+
+
+def _merge(row: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`merge` over dense user indices: one sort of (index, key) codes, then sums per run."""
+    keys, values = np.asarray(keys, np.int64), np.asarray(values, float)
     keep = keys >= 0
-    users, keys, values = users[keep], keys[keep], values[keep]
-    order = np.lexsort((keys, users))
-    users, keys, values = users[order], keys[order], values[order]
-    if not len(users):
-        return users, keys, values
-    start = np.flatnonzero(np.r_[True, (users[1:] != users[:-1]) | (keys[1:] != keys[:-1])])
+    row, keys, values = np.asarray(row, np.int64)[keep], keys[keep], values[keep]
+    if not len(row):
+        return row, keys, values
+    width = int(keys.max()) + 1
+    code = row * width + keys
+    order = np.argsort(code, kind="stable")
+    code, values = code[order], values[order]
+    start = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
     have = ~np.isnan(values)
     total = np.add.reduceat(np.where(have, values, 0.0), start)
     count = np.add.reduceat(have.astype(np.int64), start)
     mean = np.divide(total, count, out=np.full(len(start), np.nan), where=count > 0)
-    return users[start], keys[start], mean
+    return code[start] // width, code[start] % width, mean
 
 
 def assemble(users: np.ndarray, keys: np.ndarray, values: np.ndarray, s: int, rng: np.random.Generator,
              everyone: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each user's at most s (key, value) pairs: (user ids ascending, an (n, s) key array with -1 for none, an
     (n, s) value array). ``everyone`` lists the users (also those without a usable row), default those in ``users``.
-    A user with more than s keys keeps a uniformly random s (random priorities, sorted within the user)."""
-    ids = np.unique(np.asarray(users if everyone is None else everyone, np.uint64))
-    u, k, v = merge(users, keys, values)
+    A user with more than s keys keeps a uniformly random s (privacy-relevant: it is the device's choice): its pairs
+    are ordered by uniform priorities (a float sort of user index + priority) and the first s kept."""
+    users = np.asarray(users, np.uint64)
+    if everyone is None:
+        ids, dense = np.unique(users, return_inverse=True)
+    else:
+        ids = np.unique(np.asarray(everyone, np.uint64))
+        dense = np.searchsorted(ids, users)
+    row, k, v = _merge(dense.reshape(-1), keys, values)
     out_k = np.full((len(ids), s), -1, dtype=np.int64)
     out_v = np.full((len(ids), s), np.nan)
-    if len(u):
-        order = np.lexsort((rng.random(len(u)), u))
-        u, k, v = u[order], k[order], v[order]
-        first = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])
-        rank = np.arange(len(u)) - np.repeat(first, np.diff(np.r_[first, len(u)]))
+    if len(row):
+        order = np.argsort(row + rng.random(len(row)), kind="stable")   # row is ascending: priorities within it
+        row, k, v = row[order], k[order], v[order]
+        first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        rank = np.arange(len(row)) - np.repeat(first, np.diff(np.r_[first, len(row)]))
         kept = rank < s
-        row = np.searchsorted(ids, u[kept])
-        out_k[row, rank[kept]], out_v[row, rank[kept]] = k[kept], v[kept]
+        out_k[row[kept], rank[kept]], out_v[row[kept], rank[kept]] = k[kept], v[kept]
     return ids, out_k, out_v
 
 
