@@ -11,13 +11,14 @@ alone, not on the order in which a backend groups or partitions the rows.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
 import numpy as np
 
 from ldpql.backends.base import Population, where_expr
-from ldpql.errors import ExecuteError, PlanError
+from ldpql.errors import ExecuteError, PlanError, PrivacyError
 from ldpql.grammar import ast
 from ldpql.mechanisms.kv import KVCollision, assemble, exact_answers, key_answers
 from ldpql.planner import PublicFacts
@@ -62,7 +63,7 @@ def select(con, stmt: ast.Select, text: str, table, span: str) -> Result:
     charge = con.ledger.reserve(table.ledger_key, table.name, span, users, p.epsilon, p.where_sql, p.n)
     try:   # charge on touch: every statement here reads private values, so the charge stands from now on
         answers, n = release(con.backend, pop, p, con._entropy(p, charge=charge), seeded)
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001  (charge on touch: any failure after the read keeps the charge)
         con.ledger.commit(charge)
         failure = "was interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
     else:
@@ -162,7 +163,35 @@ def _caveat(p: KVPlan) -> str:
 
 
 def evaluate(con, stmt: ast.Evaluate, text: str, table, span: str) -> Result:
-    """EVALUATE of a key-value statement: the true answers (noise off) against REPEAT noisy runs, per key."""
-    raise PlanError("EVALUATE does not run key-value statements yet",
-                    hint="run the statement with EPSILON INF (noise off, evaluation mode) for the exact answers, and "
-                         "with a seed for reproducible noisy ones")
+    """EVALUATE of a key-value statement (evaluation mode, spends nothing): per aggregate and key, the true answer
+    (noise off, on the assembled rows) against REPEAT runs: mean estimate, bias, RMSE, interval coverage."""
+    if not con.evaluation:
+        raise PrivacyError("EVALUATE reveals true answers and is only allowed in evaluation mode",
+                           hint="open the connection with ldpql.connect(evaluation=True), or run ldpql --evaluate")
+    if stmt.repeat < 1:
+        raise PlanError("REPEAT must be at least 1")
+    p, pop, _ = plan(con, stmt.select, text, table)
+    con.ledger.log("evaluation", table.ledger_key, table.name, span)
+    seeded = p.seed is not None or con.seed is not None
+    truth, n = release(con.backend, pop, dataclasses.replace(p, epsilon=math.inf), con._entropy(p), seeded)
+    runs = [result(p, *release(con.backend, pop, p, con._entropy(p, r + 1), seeded), 0.0, None, 0.0, seeded)
+            for r in range(stmt.repeat)] if n and not math.isinf(p.epsilon) else []
+    rows = []
+    for c, item in enumerate(p.items):
+        if item.kind == "key" or not n:
+            continue
+        for j, label in enumerate(p.labels):
+            true = float(truth[item.kind].values[j])
+            est = np.array([np.nan if r.fetchall()[j][c] is None else r.fetchall()[j][c] for r in runs], float)
+            ivs = [r.intervals()[j][c] for r in runs]
+            hit = [iv is not None and iv[0] <= true <= iv[1] for iv in ivs]
+            rows.append((item.output, label, None if math.isnan(true) else true,
+                         float(np.nanmean(est)) if runs else None,
+                         float(np.nanmean(est) - true) if runs else None,
+                         float(np.sqrt(np.nanmean((est - true) ** 2))) if runs else None,
+                         float(np.mean(hit)) if runs else None))
+    notes = [(f"{len(runs)} runs; coverage of the {p.confidence:.0%} intervals; truth: noise off on the assembled "
+              "rows (a user with more than s keys keeps a random s of them, so the truth is the subsampled data's)"),
+             NOT_PRIVATE]
+    return Result(["output", p.key, "truth", "mean_estimate", "bias", "rmse", "coverage"], rows, plan=p,
+                  notes=notes, message=NOT_PRIVATE)

@@ -102,16 +102,16 @@ def explain_lines(p: KVPlan) -> list[str]:
     where = f" WHERE {p.where_sql}" if p.where_sql else ""
     eps = "inf (noise off)" if math.isinf(p.epsilon) else f"{p.epsilon:.4g}"
     lines = [f"plan for: {p.statement.sql()}",
-             f"├─ table       {p.table.name} ({p.table.source_id}): {p.n:,} users (privacy units){where}, several rows "
-             f"each; key {p.key} with {p.d} declared values",
+             (f"├─ table       {p.table.name} ({p.table.source_id}): {p.n:,} users (privacy units){where}, several "
+              f"rows each; key {p.key} with {p.d} declared values"),
              f"├─ budget      ε = {eps} per user" + _budget(p)]
     if p.ledger is not None:
         lines.append(f"├─ ledger      {p.ledger}")
     states = {1: "presence only", 2: "value rounded to ±1 on the device (P[+1] = (1 + v')/2)",
               3: "value rounded to ±1 on the device, or present without a value (a NULL value)"}[p.states]
     lines += ["├─ model       local (pure ε-LDP); shuffle: not available for key-value statements",
-              f"├─ mechanism * collision: one report per user for every key and aggregate, ε = {eps}, no split; "
-              f"d = {p.d} keys, s = {p.s} ({p.s_from}), t = {p.t}, {p.states} element(s) per key: {states}",
+              (f"├─ mechanism * collision: one report per user for every key and aggregate, ε = {eps}, no split; "
+               f"d = {p.d} keys, s = {p.s} ({p.s_from}), t = {p.t}, {p.states} element(s) per key: {states}"),
               f"├─ paper       {cite('wang2023')}",
               f"├─ sparsity    {CAVEAT}"]
     lines += [f"├─ note        {n}" for n in p.notes]
@@ -121,7 +121,8 @@ def explain_lines(p: KVPlan) -> list[str]:
         head, pad = ("└─ ", "   ") if j == len(aggs) - 1 else ("├─ ", "│  ")
         lines.append(f"{head}{item.output} = {item.call.sql()} per {p.key}")
         se = pred.get(item.kind)
-        text = "exact (noise off)" if se is None else f"±{p.z * se:.4g} ({p.confidence:.0%}) {UNIT[item.kind]}"
+        text = ("no users: every answer is NULL and nothing is spent" if p.n == 0 else "exact (noise off)"
+                if se is None else f"±{p.z * se:.4g} ({p.confidence:.0%}) {UNIT[item.kind]}")
         lines.append(f"{pad}└─ predicted   {text} per key at n = {p.n:,} (worst case: " + {
             "count": "a key every user holds)", "frequency": "a key every user holds)",
             "mean": "every user holds the key with a value; a key a share q holds has about 1/√q times this)",

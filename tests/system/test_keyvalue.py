@@ -65,7 +65,7 @@ def test_every_declared_key_is_answered_from_one_report_and_one_charge(kv):
 
 def test_noise_off_equals_duckdbs_sql_on_the_assembled_rows(kv):
     """Every user has at most s = 3 keys here, so the assembly is deterministic: a user's rows of a movie averaged."""
-    df = ratings_frame()
+    df = ratings_frame()  # noqa: F841  (read by DuckDB's replacement scan below)
     got = kv.sql(QUERY.replace("EPSILON 1", "EPSILON INF")).fetchall()
     want = duckdb.sql("SELECT CASE WHEN movie IN ('alien', 'brazil', 'casablanca', 'dune', 'eraserhead') THEN movie "
                       "ELSE 'OTHER' END AS m, count(*), avg(r), sum(r) FROM (SELECT uid, movie, avg(rating) AS r "
@@ -181,3 +181,12 @@ def test_unit_keys_are_duckdbs():
     units = ["u1", "alice", 42]
     want = [duckdb.sql(f"SELECT md5_number_lower(CAST({u!r} AS VARCHAR))").fetchall()[0][0] for u in units]
     assert unit_keys(units).tolist() == [int(w) for w in want]
+
+
+def test_evaluate_reports_truth_bias_and_coverage_per_key(kv):
+    res = kv.sql("EVALUATE " + QUERY + " REPEAT 3")
+    assert res.columns == ["output", "movie", "truth", "mean_estimate", "bias", "rmse", "coverage"]
+    exact = {r[0]: r[1] for r in kv.sql(QUERY.replace("EPSILON 1", "EPSILON INF")).fetchall()}
+    counts = [r for r in res.fetchall() if r[0] == "ldp_count"]
+    assert [r[1] for r in counts] == [*MOVIES, "OTHER"] and all(r[2] == exact[r[1]] for r in counts)
+    assert queries(kv) == [] and kv.remaining_budget("ratings") == pytest.approx(4.0)
