@@ -246,6 +246,10 @@ class Coordinate:
     def estimate(self, summary: np.ndarray, n: int) -> np.ndarray:
         return (np.asarray(summary, float) / n - self.p_false) / (self.p_true - self.p_false)
 
+    def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
+        """Var f̂± at the key's item frequencies ``truth`` = (f₊, f₋), as CollisionMean's."""
+        return np.diag(covariance(self.p_true, self.p_false, np.asarray(truth, float))) / max(n, 1)
+
     def step(self, n: int) -> float:
         return 1 / (max(n, 1) * (self.p_true - self.p_false))
 
