@@ -247,6 +247,7 @@ class Table:
     budget_delta: float = 0.0
     rounds: int | None = None
     identity: SourceIdentity | None = None   # what the source reads (ldpql.sources); None in hand-built tests
+    sparsity: int | None = None   # PRIVACY UNIT u SPARSITY s: a unit may have several rows (key-value statements only)
 
     @property
     def ledger_key(self) -> str:
@@ -502,16 +503,20 @@ def make_table(name: str, kind: str, source_text: str, from_sql: str, source_id:
                                ).with_position(text, cdef.pos.line or None, cdef.pos.column or None, len(cdef.name))
         columns[real] = Column(real, schema[real], cdef.public, _domain(cdef, schema[real], name, text))
     unit = _privacy_unit(stmt, lowered, name)
+    sparsity = getattr(stmt, "sparsity", None)
+    if sparsity is not None and (isinstance(sparsity, bool) or not isinstance(sparsity, int) or sparsity < 1):
+        raise CatalogError(f"SPARSITY must be a whole number of keys per unit, at least 1, not {sparsity}",
+                           hint="for example PRIVACY UNIT user_id SPARSITY 8")
     if unit is not None:
         columns[unit] = Column(unit, schema[unit], True, None)
-        check_unique_units(from_sql, unit, duck)
+        check_unique_units(from_sql, unit, duck, repeats=sparsity is not None)
     eps = stmt.budget_epsilon if stmt.budget_epsilon is not None else 1.0
     delta = stmt.budget_delta or 0.0
     check_budget(eps, delta)
     if stmt.rounds is not None and stmt.rounds < 1:
         raise CatalogError("ROUNDS must be at least 1")
     return Table(name, kind, source_text, from_sql, source_id, columns, unit, float(eps), float(delta), stmt.rounds,
-                 identity)
+                 identity, sparsity)
 
 
 def _declared_column(cdef: ast.ColumnDef, lowered: dict[str, str], seen: set[str], text: str) -> str:
@@ -555,20 +560,25 @@ def check_budget(eps: float, delta: float) -> None:
         raise CatalogError(f"BUDGET DELTA must be in [0, 1), but is {delta:g}")
 
 
-def check_unique_units(from_sql: str, unit: str, duck: duckdb.DuckDBPyConnection) -> None:
-    """Refuse a privacy-unit column that is NULL on some row or whose value repeats on several rows. The message
-    says only that some unit does, never how many (a number computed from the data); the unit is public."""
+def check_unique_units(from_sql: str, unit: str, duck: duckdb.DuckDBPyConnection, repeats: bool = False) -> None:
+    """Refuse a privacy-unit column that is NULL on some row or (unless ``repeats``: a table declared with
+    SPARSITY, whose units may have several rows) whose value repeats on several rows. The message says only that
+    some unit does, never how many (a number computed from the data); the unit is public."""
     missing = duck.execute(f"SELECT EXISTS (SELECT 1 FROM {from_sql} WHERE {quote_name(unit)} IS NULL)").fetchall()[0][0]
     if missing:   # a NULL unit names nobody: its user would have no key, in no slice and no ledger row
         raise CatalogError(f"some privacy units of `{unit}` are NULL; each user needs a unit",
                            hint=f"drop or label those rows in a query source: FROM (SELECT * FROM ... WHERE "
                                 f"{quote_name(unit)} IS NOT NULL)")
+    if repeats:
+        return
     dup = duck.execute(f"SELECT EXISTS (SELECT 1 FROM {from_sql} GROUP BY {quote_name(unit)} "
                        f"HAVING count(*) > 1)").fetchall()[0][0]
     if dup:
         raise CatalogError(f"some privacy units of `{unit}` appear on more than one row; each unit must be one user",
                            hint=f"pre-aggregate each unit's rows first: FROM (SELECT {quote_name(unit)}, avg(x) AS x "
-                                f"FROM ... GROUP BY {quote_name(unit)})")
+                                f"FROM ... GROUP BY {quote_name(unit)}); or, for key-value rows (several keys per "
+                                f"unit), declare PRIVACY UNIT {quote_name(unit)} SPARSITY s (s: a public cap on keys "
+                                "per unit) and query them with GROUP BY the key")
 
 
 # ---- declarations bound to the data ------------------------------------------------------------------------
@@ -587,6 +597,7 @@ def declaration(table: Table) -> dict:
     return {"columns": {c.name: {"public": c.public, "domain": c.domain.canonical() if c.domain else None}
                         for c in table.columns.values()},
             "unit": table.privacy_unit,
+            **({"sparsity": table.sparsity} if table.sparsity is not None else {}),
             "source": {"kind": table.source_kind, "text": table.source_text}}
 
 
@@ -677,5 +688,5 @@ def _alter_unit(table: Table, stmt: ast.AlterUnit, text: str, duck: duckdb.DuckD
                                 f"{quote_name(col.name)} PUBLIC").with_position(
             text, stmt.unit_pos.line or None, stmt.unit_pos.column or None, len(stmt.unit))
     if duck is not None:
-        check_unique_units(table.from_sql, col.name, duck)
+        check_unique_units(table.from_sql, col.name, duck, repeats=table.sparsity is not None)
     return dataclasses.replace(table, privacy_unit=col.name)

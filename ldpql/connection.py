@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 
 from ldpql import catalog as cat
+from ldpql import kvrun
 from ldpql.errors import (BudgetExceededError, CatalogError, Error, ExecuteError, InternalError, ParseError, PlanError,
                           PrivacyError)
 from ldpql.backends.base import Population, where_expr
@@ -172,11 +173,13 @@ class Connection:
 
     def _explain_text(self, select: ast.Select, text: str) -> str:
         with self._snapshot(self.catalog.get(select.table, select.pos, text)) as table:
+            if table.sparsity is not None:   # several rows per unit: key-value statements only
+                return str(kvrun.explain(self, select, text, table).plan)
             return str(self._plan(select, text, table, sweep if select.sweep else plan)[0])
 
     def register(self, name: str, data: Any, private: dict[str, Any] | None = None, public: list[str] | None = None,
                  budget: float | None = None, delta: float = 0.0, privacy_unit: str | None = None,
-                 rounds: int | None = None) -> None:
+                 rounds: int | None = None, sparsity: int | None = None) -> None:
         """Declare a pandas DataFrame or Arrow table as table ``name`` (the data owner's act).
 
         ``private`` maps column -> domain: ``(lo, hi)`` for a numeric range, a list of categories, ``bool``,
@@ -192,9 +195,9 @@ class Connection:
                                "at every read, in no set order), so its users cannot be keyed or its content bound",
                                hint="write it to parquet (df.write.parquet(path)) and CREATE TABLE from that path")
         _check_register(name, private, public, budget, delta, privacy_unit, rounds)
-        _guard(self._register, name, data, private, public, budget, delta, privacy_unit, rounds)
+        _guard(self._register, name, data, private, public, budget, delta, privacy_unit, rounds, sparsity)
 
-    def _register(self, name, data, private, public, budget, delta, privacy_unit, rounds) -> None:
+    def _register(self, name, data, private, public, budget, delta, privacy_unit, rounds, sparsity=None) -> None:
         view = f"__ldpql_frame_{name}"
         try:
             self.duck.register(view, data)
@@ -203,7 +206,8 @@ class Connection:
                                hint="pass a pandas DataFrame or a pyarrow Table") from None
         defs = tuple(_column_def(c, d) for c, d in (private or {}).items()) + \
             tuple(ast.ColumnDef(c, True, True) for c in (public or []))
-        stmt = ast.CreateTable(name, ast.Source("table", view), defs, privacy_unit, budget, delta or None, rounds)
+        stmt = ast.CreateTable(name, ast.Source("table", view), defs, privacy_unit, budget, delta or None, rounds,
+                               sparsity=sparsity)
         schema = cat.describe_source(ast.quote_name(view), None, self.duck)
         identity = cat.identify(stmt.source, ast.quote_name(view), self.duck, frame=data, key=self.ledger.secret())
         table = cat.make_table(name, "frame", f"<{type(data).__name__}>", ast.quote_name(view), f"frame:{name}",
@@ -321,6 +325,8 @@ class Connection:
     def _select(self, stmt: ast.Select, text: str) -> Result:
         started = time.monotonic()
         with self._snapshot(self.catalog.get(stmt.table, stmt.pos, text)) as table:
+            if table.sparsity is not None:   # several rows per unit: key-value statements only
+                return kvrun.select(self, stmt, text, table, _span(text, stmt))
             p, cells, users = self._plan(stmt, text, table)
             _check_accuracy(p)
             ex = Executor(self.backend, self.progress)
@@ -395,7 +401,7 @@ class Connection:
         """Before each statement: units are still one row each, the source reads the same relations (a glob may
         have matched a new file), and a change of the data is noted in the ledger."""
         if table.privacy_unit:
-            cat.check_unique_units(table.from_sql, table.privacy_unit, self.duck)
+            cat.check_unique_units(table.from_sql, table.privacy_unit, self.duck, repeats=table.sparsity is not None)
         fingerprint = table.identity.fingerprint
         if table.source_kind not in ("frame", "snapshot"):   # a frame was fingerprinted when registered
             now = cat.identify(ast.Source(table.source_kind, table.source_text), table.from_sql, self.duck)
@@ -441,6 +447,8 @@ class Connection:
 
     def _explain(self, stmt: ast.Explain, text: str) -> Result:
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
+            if table.sparsity is not None:
+                return kvrun.explain(self, stmt.select, text, table)
             p = self._plan(stmt.select, text, table, sweep if stmt.select.sweep else plan)[0]
         footer = "nothing was run and no budget was spent"
         if stmt.select.sweep:
@@ -455,6 +463,8 @@ class Connection:
         if stmt.repeat < 1:
             raise PlanError("REPEAT must be at least 1")
         with self._snapshot(self.catalog.get(stmt.select.table, stmt.select.pos, text)) as table:
+            if table.sparsity is not None:
+                return kvrun.evaluate(self, stmt, text, table, _span(text, stmt))
             p, cells, _ = self._plan(stmt.select, text, table)
             _check_accuracy(p)
             self.ledger.log("evaluation", p.table.ledger_key, p.table.name, _span(text, stmt))
@@ -478,7 +488,8 @@ class Connection:
                  c.domain.describe() if c.domain else ("privacy unit" if c.name == t.privacy_unit else
                                                        ("-" if c.public else "no domain: not usable in aggregates")))
                 for c in t.columns.values()]
-        note = (f"privacy unit {t.privacy_unit or 'one row per user'}; budget ε = {t.budget_epsilon:g}" +
+        note = (f"privacy unit {t.privacy_unit or 'one row per user'}"
+                + (f" (several rows each, at most {t.sparsity} keys used: SPARSITY)" if t.sparsity else "") + "; budget ε = {t.budget_epsilon:g}" +
                 (f", δ = {t.budget_delta:g}" if t.budget_delta else "") +
                 (f"; at most {t.rounds} round(s)" if t.rounds else ""))
         return Result(["column", "type", "visibility", "domain"], rows, notes=[note])
@@ -579,7 +590,8 @@ def create_statement(table: cat.Table) -> str:
     cols = [f"{ast.quote_name(name)} " + ("PUBLIC" if c["public"] else f"PRIVATE {c['domain'] or ''}".rstrip())
             for name, c in decl["columns"].items() if name != table.privacy_unit]
     source = ast.quote_string(table.source_text) if table.source_kind == "file" else table.source_text  # absolute
-    clauses = [f"PRIVACY UNIT {ast.quote_name(table.privacy_unit)}"] if table.privacy_unit else []
+    clauses = [f"PRIVACY UNIT {ast.quote_name(table.privacy_unit)}" + (f" SPARSITY {table.sparsity}" if table.sparsity
+                                                                       else "")] if table.privacy_unit else []
     clauses.append(f"BUDGET EPSILON {table.budget_epsilon!r}" + (f" DELTA {table.budget_delta!r}"
                                                                  if table.budget_delta else ""))
     if table.rounds:

@@ -138,7 +138,14 @@ STATEMENTS = {
     "EVALUATE": ("EVALUATE <select> [REPEAT n]", "truth vs. estimates, RMSE, coverage (evaluation mode; NOT private)"),
     "CREATE": ("CREATE TABLE t FROM 'file' (c PRIVATE BETWEEN lo AND hi [DISTRIBUTION GAUSSIAN (SIGMA s | SIGMA "
                "BETWEEN a AND b)] | IN (...) | BOOLEAN, c PUBLIC, ...) "
-               "[PRIVACY UNIT c] BUDGET EPSILON e [DELTA d] [ROUNDS k]", "declare data and its per-user budget"),
+               "[PRIVACY UNIT c [SPARSITY s]] BUDGET EPSILON e [DELTA d] [ROUNDS k]",
+               "declare data and its per-user budget (SPARSITY s: a unit may have several key-value rows; HELP KEYS)"),
+    "KEYS": ("SELECT key, LDP_COUNT(*), LDP_AVG(v), LDP_SUM(v) FROM t GROUP BY key [SPARSITY s] EPSILON e",
+             ("key-value rows (a table declared PRIVACY UNIT u SPARSITY s, key PRIVATE IN (...) or INTEGER BETWEEN): "
+              "one answer per declared key, every aggregate from one Collision report per user (Wang et al., "
+              "\"Differentially Private Numerical Vector Analyses in the Local and Shuffle Model\", 2023); a user's "
+              "rows of a key are averaged; a user with more than s keys sends a random s, which lowers counts and "
+              "sums of such users' keys by s/(their keys); no other statement runs on such a table")),
     "SHOW": ("SHOW TABLES | SHOW BUDGET [t] | SHOW LEDGER [t]", "tables, budget left, every charge"),
     "DESCRIBE": ("DESCRIBE t", "columns, visibility and declared domains"),
     "USE": ("USE t", "the default table of statements without FROM"),

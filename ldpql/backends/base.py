@@ -24,7 +24,21 @@ import numpy as np
 
 from ldpql import expr as E
 from ldpql.catalog import Table
+from ldpql.errors import ExecuteError
 from ldpql.grammar import ast
+
+UNIT_BATCH = 1 << 16   # privacy units per batch of a key-value read (each with all of its rows)
+
+
+def unit_keys(values) -> np.ndarray:
+    """ldpql's 64-bit user ids of privacy-unit values, as DuckDB's ``md5_number_lower(CAST(u AS VARCHAR))``: bytes
+    8-15 of the md5 of the value's text, little-endian (for units held in memory; integers and text)."""
+    import hashlib
+
+    def text(v) -> str:
+        return str(int(v)) if isinstance(v, (int, np.integer)) else str(v)
+    return np.array([int.from_bytes(hashlib.md5(text(v).encode()).digest()[8:16], "little") for v in values],
+                    dtype=np.uint64)
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,17 @@ class Backend(ABC):
 
     def interrupt(self) -> None:
         """Stop a running read (another thread calls this when the consumer stops early)."""
+
+    # -- key-value statements: several rows per privacy unit (a table declared with SPARSITY) ----------------------
+    def units(self, pop: Population) -> int:
+        """The number of privacy units with a row after the public WHERE (public: reads the unit and WHERE only)."""
+        raise ExecuteError(f"the {self.name} backend does not run key-value statements")
+
+    def unit_rows(self, pop: Population, key: E.Expr, value: E.Expr) -> Iterator[tuple[np.ndarray, ...]]:
+        """Every unit's rows after the public WHERE, in batches that never split a unit: (user id per row as
+        uint64, ``key`` per row as int64, ``value`` per row as float). Batches hold a bounded number of units; the
+        order of units and of a unit's rows is the engine's (a seeded run sorts them)."""
+        raise ExecuteError(f"the {self.name} backend does not run key-value statements")
 
 
 # ---- values of a Vector encoding (several numbers per user) ------------------------------------------------------

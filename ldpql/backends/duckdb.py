@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from ldpql import expr as E
-from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, rows_of, slice_steps, value_order
+from ldpql.backends.base import (UNIT_BATCH, Backend, Cell, Counts, Population, Slice, rows_of, slice_steps,
+                                 value_order)
 from ldpql.backends.sql import render
 from ldpql.catalog import Table
 from ldpql.errors import ExecuteError, InternalError
@@ -111,6 +112,26 @@ class DuckDBBackend(Backend):
 
     def interrupt(self) -> None:
         self.duck.interrupt()
+
+    # -- key-value statements ----------------------------------------------------------------------------------
+    def units(self, pop: Population) -> int:
+        unit = quote_name(pop.table.privacy_unit)
+        return int(self._fetch(pop.table, f"SELECT count(DISTINCT {unit}) FROM ({self._population(pop)})")[0][0])
+
+    def unit_rows(self, pop: Population, key: E.Expr, value: E.Expr) -> Iterator[tuple[np.ndarray, ...]]:
+        """GROUP BY the unit's key with list() of the rows' key and value, streamed in Arrow batches of units."""
+        sql = (f"SELECT {user_key_sql(pop.table)} AS u, list(CAST({render(key)} AS BIGINT)) AS k, "
+               f"list(CAST({render(value)} AS DOUBLE)) AS v FROM ({self._population(pop)}) AS pop GROUP BY 1")
+        reader = _ReadAhead(self.duck.sql(sql).to_arrow_reader(UNIT_BATCH), QUEUE_BATCHES, self.duck.interrupt)
+        try:
+            for batch in reader:
+                keys = batch.column(1)
+                sizes = keys.value_lengths().to_numpy(zero_copy_only=False)
+                users = batch.column(0).to_numpy(zero_copy_only=False).astype(np.uint64)
+                yield (np.repeat(users, sizes), keys.flatten().to_numpy(zero_copy_only=False).astype(np.int64),
+                       batch.column(2).flatten().to_numpy(zero_copy_only=False).astype(float))
+        finally:
+            reader.close()
 
     # -- SQL -----------------------------------------------------------------------------------------------------
     def rows_sql(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice,

@@ -18,7 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from ldpql import expr as E
-from ldpql.backends.base import Backend, Cell, Counts, Population, Slice
+from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, unit_keys
 from ldpql.errors import InternalError
 
 SMALL_SUPPORT = 2048      # up to this many distinct values (or the users drawn), numpy's multivariate
@@ -309,6 +309,24 @@ class MemoryBackend(Backend):
             raise ValueError("the in-memory backend answers per-user rounds over all of its users only")
         v, _ = evaluate(x, self.columns, len(self.counts))
         yield None, np.repeat(v, self.counts, axis=0)
+
+    def _rows(self, pop: Population) -> np.ndarray:
+        """The rows (with their counts) the public WHERE keeps."""
+        keep = self.counts > 0
+        if pop.where is not None:
+            w, wnull = evaluate(pop.where, self.columns, len(self.counts))
+            keep &= w.astype(bool) & ~wnull
+        return np.repeat(np.arange(len(self.counts))[keep], self.counts[keep])
+
+    def units(self, pop: Population) -> int:
+        return len(np.unique(unit_keys(self.columns[pop.table.privacy_unit][self._rows(pop)])))
+
+    def unit_rows(self, pop: Population, key: E.Expr, value: E.Expr):
+        """One batch: every kept row (held in memory already)."""
+        rows, n = self._rows(pop), len(self.counts)
+        keys, values = evaluate(key, self.columns, n)[0], evaluate(value, self.columns, n)[0]
+        yield (unit_keys(self.columns[pop.table.privacy_unit][rows]), np.asarray(keys, np.int64)[rows],
+               np.asarray(values, float)[rows])
 
 
 class FunctionBackend(Backend):

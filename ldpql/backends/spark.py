@@ -38,7 +38,8 @@ import duckdb
 import numpy as np
 
 from ldpql import expr as E
-from ldpql.backends.base import Backend, Cell, Counts, Population, Slice, rows_of, slice_steps, value_order
+from ldpql.backends.base import (UNIT_BATCH, Backend, Cell, Counts, Population, Slice, rows_of, slice_steps,
+                                 value_order)
 from ldpql.backends.sql import Dialect, render
 from ldpql.catalog import Table
 from ldpql.errors import ExecuteError, InternalError
@@ -561,6 +562,30 @@ class SparkBackend(Backend):
                 sums[c] = r.aggregate(r.randomize(np.zeros(0, dtype=np.int64), rng))
         return {c: (sums[c], counts[c]) for c in randomizers}
 
+    # -- key-value statements ----------------------------------------------------------------------------------
+    def units(self, pop: Population) -> int:
+        with self._reading(pop.table):
+            df, _ = self._population(pop)
+            return int(df.select(SPARK.name(pop.table.privacy_unit)).distinct().count())
+
+    def unit_rows(self, pop: Population, key: E.Expr, value: E.Expr) -> Iterator[tuple[np.ndarray, ...]]:
+        """groupBy the unit's key with collect_list of the rows' key and value (the expressions are total: no NULL
+        to skip), brought to the driver partition by partition in batches of :data:`UNIT_BATCH` units."""
+        from pyspark.sql import functions as F
+        with self._reading(pop.table):
+            df, _ = self._population(pop, keys=True)
+            rows = df.select("__lo", "__hi", F.expr(render_spark(key)).cast("long").alias("k"),
+                             F.expr(render_spark(value)).cast("double").alias("v"))
+            grouped = rows.groupBy("__lo", "__hi").agg(F.collect_list("k").alias("k"), F.collect_list("v").alias("v"))
+            buf: list = []
+            for r in grouped.toLocalIterator(prefetchPartitions=True):
+                buf.append(r)
+                if len(buf) == UNIT_BATCH:
+                    yield _unit_batch(buf)
+                    buf = []
+            if buf:
+                yield _unit_batch(buf)
+
     def interrupt(self) -> None:
         """Cancel this backend's running jobs (tagged: other jobs of a shared session keep running)."""
         self.spark.sparkContext.cancelJobsWithTag(self._tag)
@@ -588,6 +613,15 @@ class SparkBackend(Backend):
             raise
         finally:
             sc.removeJobTag(self._tag)
+
+
+def _unit_batch(rows: list) -> tuple[np.ndarray, ...]:
+    """(user id per row, key per row, value per row) of grouped rows (lo, hi, keys, values)."""
+    sizes = np.array([len(r[2]) for r in rows], dtype=np.int64)
+    ids = np.array([(int(r[1]) << 32) | int(r[0]) for r in rows], dtype=np.uint64)
+    keys = np.array([k for r in rows for k in r[2]], dtype=np.int64)
+    values = np.array([v for r in rows for v in r[3]], dtype=float)
+    return np.repeat(ids, sizes), keys, values
 
 
 class _PartitionJob:

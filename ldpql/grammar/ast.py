@@ -47,7 +47,7 @@ RESERVED = ("EPSILON", "DELTA", "OPTIONS", "EXPLAIN", "EVALUATE")
 KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "AS", "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL",
             "TRUE", "FALSE", "CREATE", "TABLE", "PUBLIC", "PRIVATE", "INTEGER", "BOOLEAN", "DEFAULT", "PRIVACY",
             "UNIT", "BUDGET", "ROUNDS", "INF", "REPEAT", "SHOW", "TABLES", "LEDGER", "DESCRIBE", "DESC", "USE",
-            "SET", "ALTER", "DROP", "COLUMN", "ACCURACY") + RESERVED
+            "SET", "ALTER", "DROP", "COLUMN", "ACCURACY", "SPARSITY") + RESERVED
 
 
 def quote_name(name: str) -> str:
@@ -315,6 +315,7 @@ class Select:
     accuracy: Literal | None = None
     sweep: tuple[Literal, ...] = ()
     pos: Pos = _pos()
+    sparsity: int | None = None   # GROUP BY key SPARSITY s: the statement's cap on keys per user (key-value data)
 
     def sql(self) -> str:
         parts = ["SELECT " + ", ".join(i.sql() for i in self.items)]
@@ -323,7 +324,8 @@ class Select:
         if self.where is not None:
             parts.append(f"WHERE {self.where.sql()}")
         if self.group_by:
-            parts.append("GROUP BY " + ", ".join(c.sql() for c in self.group_by))
+            parts.append("GROUP BY " + ", ".join(c.sql() for c in self.group_by)
+                         + (f" SPARSITY {self.sparsity}" if self.sparsity is not None else ""))
         delta = f" DELTA {self.delta.sql()}" if self.delta else ""
         if self.epsilon is not None:
             parts.append(f"EPSILON {self.epsilon.sql()}{delta}")
@@ -475,13 +477,15 @@ class CreateTable:
     budget_delta: float | None = None
     rounds: int | None = None
     pos: Pos = _pos()
+    sparsity: int | None = None   # PRIVACY UNIT u SPARSITY s: a unit may have several rows, at most s keys used
 
     def sql(self) -> str:
         parts = [f"CREATE TABLE {quote_name(self.name)} FROM {self.source.sql()}"]
         if self.columns:
             parts.append("(" + ", ".join(c.sql() for c in self.columns) + ")")
         if self.privacy_unit:
-            parts.append(f"PRIVACY UNIT {quote_name(self.privacy_unit)}")
+            parts.append(f"PRIVACY UNIT {quote_name(self.privacy_unit)}"
+                         + (f" SPARSITY {self.sparsity}" if self.sparsity is not None else ""))
         if self.budget_epsilon is not None:
             delta = f" DELTA {_num(self.budget_delta)}" if self.budget_delta is not None else ""
             parts.append(f"BUDGET EPSILON {_num(self.budget_epsilon)}{delta}")

@@ -293,7 +293,8 @@ class _ToAst(Transformer_NonRecursive):
         return ("where", self._shallow(children[0]))
 
     def group_clause(self, meta, children):
-        return ("group_by", tuple(children))
+        *cols, sparsity = children
+        return ("group_by", (tuple(cols), _number(sparsity, self.text) if sparsity is not None else None))
 
     def epsilon_clause(self, meta, children):
         eps, delta = children
@@ -338,6 +339,7 @@ class _ToAst(Transformer_NonRecursive):
         eps, delta, _ = parts.pop("epsilon", (None, None, None))
         sweep, sweep_delta, _ = parts.pop("sweep", ((), None, None))
         accuracy, accuracy_delta, _ = parts.pop("accuracy", (None, None, None))
+        parts["group_by"], parts["sparsity"] = parts.pop("group_by", ((), None))
         return ast.Select(items, epsilon=eps, delta=delta or sweep_delta or accuracy_delta, accuracy=accuracy,
                           sweep=sweep, pos=_pos(meta), **parts)
 
@@ -408,7 +410,8 @@ class _ToAst(Transformer_NonRecursive):
         return (children[1] is not None, children[0])
 
     def privacy_unit(self, meta, children):
-        return ("privacy_unit", children[0])
+        name, sparsity = children
+        return ("privacy_unit", (name, _number(sparsity, self.text) if sparsity is not None else None))
 
     def budget(self, meta, children):
         eps, delta = children
@@ -423,6 +426,8 @@ class _ToAst(Transformer_NonRecursive):
         for key, value in clauses:
             if key == "budget":
                 kw["budget_epsilon"], kw["budget_delta"] = value
+            elif key == "privacy_unit":
+                kw["privacy_unit"], kw["sparsity"] = value
             else:
                 kw[key] = value
         return ast.CreateTable(name, source, columns or (), pos=_pos(meta), **kw)

@@ -98,11 +98,23 @@ def check_public(select: ast.Select, table: Table, text: str = "") -> None:
             clause = "GROUP BY" if ref in select.group_by else "WHERE"
             joint = f"LDP_HISTOGRAM({col.name}, other_column) for the joint distribution, " if clause == "GROUP BY" \
                 else ""
+            if clause == "GROUP BY":   # key-value rows: the table's unit may have several rows (SPARSITY)
+                joint += (f"or for key-value rows (several keys per user) declare `{col.name}` with a public domain "
+                          "and the table with PRIVACY UNIT user_id SPARSITY s, ")
             raise _error(PrivacyError, f"{clause} may only use public columns, and `{col.name}` is private", text,
                          ref, width=len(ref.name),
                          hint=f"the server never sees private values; count a condition on them with an "
                               f"aggregate, e.g. LDP_COUNT({col.name} = ...), {joint}or declare `{col.name}` "
                               "PUBLIC if it is not sensitive")
+
+
+def refuse_repeated_units(ctx: _Context) -> None:
+    """Rule: a table declared with SPARSITY (several rows per unit) answers key-value statements only, which
+    :mod:`ldpql.planner.keyvalue` plans: every row-based mechanism would let a unit report once per row."""
+    if getattr(ctx.table, "sparsity", None) is not None:
+        raise ctx.error(PlanError, f"`{ctx.table.name}` has several rows per privacy unit (SPARSITY), so it answers "
+                        "key-value statements only", ctx.select, hint="group by its private key column alone: "
+                        "key, LDP_COUNT(*), LDP_AVG(value) per key, EPSILON e")
 
 
 def check_public_clauses(ctx: _Context) -> None:
@@ -564,7 +576,7 @@ def _null_value(column) -> str:
     return ""
 
 
-RULES = (check_public_clauses, resolve_options, resolve_items, share_releases, note_nulls, resolve_epsilon, enforce_epsilon_cap,
+RULES = (check_public_clauses, refuse_repeated_units, resolve_options, resolve_items, share_releases, note_nulls, resolve_epsilon, enforce_epsilon_cap,
          choose_model,
          apply_rounds_limit, joint.consider_joint_release, apply_mechanism_override, split_budget,
          joint.choose_joint_release, choose_mechanisms, note_predictions)

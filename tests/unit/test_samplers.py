@@ -25,6 +25,7 @@ from ldpql.mechanisms.gaussian import LaplaceSum
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.hadamard import HadamardResponse
 from ldpql.mechanisms.keyvalue import PCKVGRR, PCKVUE, PrivKV, Succinct
+from ldpql.mechanisms.kv import KVCollision
 from ldpql.mechanisms.ksubset import KSubset
 from ldpql.mechanisms.minimum import LaplaceMin
 from ldpql.mechanisms.olh import OLH
@@ -59,7 +60,8 @@ MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "ou
           "coco": lambda e: CoCo(e, 4, 2, 6),
           "privkv": lambda e: PrivKV(e, 4, 2), "pckv_ue": lambda e: PCKVUE(e, 4, 2),
           "pckv_grr": lambda e: PCKVGRR(e, 4, 1), "succinct": lambda e: Succinct(e, 4, 2, 1000),
-          "harmony": lambda e: Harmony(e, 3), "vector_means": lambda e: VectorMeans(e, 3, "coco", 8)}
+          "harmony": lambda e: Harmony(e, 3), "vector_means": lambda e: VectorMeans(e, 3, "coco", 8),
+          "kv_collision": lambda e: KVCollision(e, 3, 2, 3)}
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))
