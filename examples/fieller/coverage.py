@@ -20,11 +20,11 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ldpql.mechanisms.base import Reply
 from ldpql.mechanisms.conditional import MISSING, CollisionMean, answer, covariance, split_protocol, with_interval
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.rr import RandomizedResponse
 from ldpql.mechanisms.vector import VectorMeans, column, vector_round
-from ldpql.mechanisms.base import Reply
 
 LO, HI = 0.0, 10.0
 SHAPES = {"hi": lambda rng, n: np.full(n, 1.0), "uniform": lambda rng, n: rng.uniform(-1, 1, n),
@@ -83,8 +83,8 @@ def releases(path: str, x: np.ndarray, null: np.ndarray, eps: float, runs: int, 
 
 
 def main(runs: int = 300) -> None:
-    rows = ["path,shape,n,null,eps,runs,truth,flagged,whole,cov95,cov90,delta95,delta90,unflagged95,unflagged_n,"
-            "delta_unflagged95,width95,delta_width95,width95_both,delta_width95_both"]
+    rows = [("path,shape,n,null,eps,runs,truth,flagged,whole,cov95,cov90,delta95,delta90,unflagged95,unflagged_n,"
+             "delta_unflagged95,width95,delta_width95,width95_both,delta_width95_both")]
     grid = [("collision", s, n, p, e) for s, n, p, e in itertools.product(SHAPES, (500, 5000, 50000),
                                                                            (0.0, 0.5, 0.8, 0.95, 0.99), (0.5, 2, 8))]
     grid += [(path, s, n, p, e) for path in ("split", "vector") for s, n, p, e in
