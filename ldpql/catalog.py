@@ -145,15 +145,28 @@ class NumericDomain:
         return text
 
     def canonical(self) -> str:
-        """The domain as one exact, comparable declaration (what the ledger binds): its effective NULL value is
-        always written, so ``BETWEEN 0 AND 10`` and ``BETWEEN 0 AND 10 DEFAULT 5`` are the same domain; a declared
-        distribution is part of it (changing it is the owner's ALTER, like changing the range)."""
+        """The domain as one exact, comparable declaration (what the ledger binds, and what a later connection
+        parses back): the range, a declared distribution (changing it is the owner's ALTER, like changing the
+        range), then the NULL semantics as declared: nothing (nullable: NULLs skipped), NOT NULL, DEFAULT v."""
         kind = "INTEGER " if self.integer else ""
-        text = f"{kind}BETWEEN {_canon(self.low)} AND {_canon(self.high)} DEFAULT {_canon(self.null_value)}"
+        text = f"{kind}BETWEEN {_canon(self.low)} AND {_canon(self.high)}"
         if self.gaussian is not None:
             lo, hi = self.gaussian
             sigma = _canon(lo) if lo == hi else f"BETWEEN {_canon(lo)} AND {_canon(hi)}"
             text += f" DISTRIBUTION GAUSSIAN (SIGMA {sigma})"
+        return text + (" NOT NULL" if self.not_null else "") + (
+            f" DEFAULT {_canon(self.default)}" if self.default is not None else "")
+
+    def effective(self) -> str:
+        """What statements can release from the column, as one comparable string: the range, the value a NULL
+        stands for when it is not skipped, the distribution. Any statement may skip NULLs (nulls => 'skip') or count
+        them as this value (nulls => 'default'), so two declarations with the same effective domain release the same
+        things; it is also the form ledgers bound before the NULL semantics was written (:meth:`canonical`)."""
+        text = f"{'INTEGER ' if self.integer else ''}BETWEEN {_canon(self.low)} AND {_canon(self.high)} DEFAULT " \
+               f"{_canon(self.null_value)}"
+        if self.gaussian is not None:
+            lo, hi = self.gaussian
+            text += f" DISTRIBUTION GAUSSIAN (SIGMA {_canon(lo) if lo == hi else f'BETWEEN {_canon(lo)} AND {_canon(hi)}'})"
         return text
 
 
@@ -591,14 +604,36 @@ def declaration(table: Table) -> dict:
 
     >>> t = Table("t", "file", "t.csv", "'t.csv'", "file:t.csv",
     ...           {"age": Column("age", "BIGINT", False, NumericDomain(0, 120, True))})
-    >>> declaration(t)["columns"]
-    {'age': {'public': False, 'domain': 'INTEGER BETWEEN 0 AND 120 DEFAULT 60'}}
+    >>> declaration(t)["columns"]["age"]["domain"]
+    'INTEGER BETWEEN 0 AND 120'
     """
-    return {"columns": {c.name: {"public": c.public, "domain": c.domain.canonical() if c.domain else None}
-                        for c in table.columns.values()},
+    return {"columns": {c.name: _column_declaration(c) for c in table.columns.values()},
             "unit": table.privacy_unit,
             **({"sparsity": table.sparsity} if table.sparsity is not None else {}),
             "source": {"kind": table.source_kind, "text": table.source_text}}
+
+
+def _column_declaration(c: Column) -> dict:
+    out = {"public": c.public, "domain": c.domain.canonical() if c.domain else None}
+    if isinstance(c.domain, NumericDomain):
+        out["effective"] = c.domain.effective()
+    return out
+
+
+def _domain_changed(before: dict, after: dict) -> bool:
+    """Whether ``after`` changes what the declared domain ``before`` lets statements release: the range, or the value
+    a NULL may stand for (:meth:`NumericDomain.effective`). Flipping between nullable, NOT NULL and DEFAULT <the
+    same value> only changes which of the two a statement gets without a nulls => argument. (A ledger bound before
+    the NULL semantics was written holds the effective form as its domain.)"""
+    return after.get("effective", after["domain"]) != before.get("effective", before["domain"])
+
+
+def _shown(spec: dict) -> str:
+    """A bound domain as the messages show it: a numeric range declared with no NULL semantics says so."""
+    text = spec["domain"]
+    nullable = text.startswith(("BETWEEN ", "INTEGER BETWEEN ")) and not text.endswith(" NOT NULL") \
+        and " DEFAULT " not in text
+    return text + " (nullable: NULLs skipped)" if nullable else text
 
 
 def check_tightens(held: dict, new: dict, table: str) -> None:
@@ -626,10 +661,10 @@ def _loosenings(held: dict, new: dict, table: str) -> Iterator[tuple[str, str]]:
             yield (f"`{name}` is declared private for this data, and declaring `{table}` again cannot make it public",
                    f"declare it {col} PRIVATE{_domain_text(before)} as before; to publish it on purpose, the data "
                    f"owner runs {alter} PUBLIC (logged)")
-        elif None not in (before["domain"], after["domain"]) and after["domain"] != before["domain"]:
-            now_text = after["domain"]   # leaving a domain out only makes the column unusable: allowed
-            yield (f"the domain of `{name}` is declared {before['domain']} for this data; declaring `{table}` "
-                   f"again cannot change it to {now_text}",
+        elif None not in (before["domain"], after["domain"]) and _domain_changed(before, after):
+            # (leaving a domain out only makes the column unusable: allowed)
+            yield (f"the domain of `{name}` is declared {_shown(before)} for this data; declaring `{table}` "
+                   f"again cannot change it to {_shown(after)}",
                    f"declare {col} PRIVATE {before['domain']} as before; to change it on purpose, the data owner "
                    f"runs {alter} PRIVATE <domain> (logged)")
     yield from _unit_loosening(held.get("unit"), new.get("unit"), table)

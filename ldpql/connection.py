@@ -667,10 +667,20 @@ def _check_register(name, private, public, budget, delta, privacy_unit, rounds) 
         raise bad("rounds", rounds, "an integer")
 
 
+RANGE_KEYS = ("between", "integer", "default", "not_null", "gaussian_sigma")   # a register() range declaration
+
+
 def _column_def(name: str, spec: Any) -> ast.ColumnDef:
     if spec is bool:
         return ast.ColumnDef(name, False, True, ast.BooleanDomain())
     if isinstance(spec, dict):
+        unknown = [k for k in spec if k not in RANGE_KEYS]
+        if unknown or "between" not in spec:
+            what = f"unknown key {unknown[0]!r}" if unknown else "no 'between' key"
+            raise CatalogError(f"cannot read the domain of `{name}`: {what} in {spec!r}",
+                               hint=f"a dict declares a numeric range, with keys {', '.join(map(repr, RANGE_KEYS))} "
+                                    f"(e.g. {{'between': (0, 10), 'not_null': True}}); categories are a list "
+                                    f"(e.g. {name!r}: ['a', 'b']), a boolean column is bool")
         lo, hi = spec["between"]
         default = ast.Literal(spec["default"]) if "default" in spec else None
         return ast.ColumnDef(name, False, True, ast.RangeDomain(lo, hi, bool(spec.get("integer")),

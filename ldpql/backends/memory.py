@@ -183,7 +183,9 @@ def _cast(x: Vec, to: str) -> Vec:
     if to == "DOUBLE":
         out = np.full(len(v), np.nan)
         for i, item in enumerate(v) if v.dtype == object else ():
-            try:
+            try:   # DuckDB's TRY_CAST reads ASCII only: Python's float() would read '١' or '５' as digits
+                if isinstance(item, str) and not item.isascii():
+                    raise ValueError(item)
                 out[i] = float(item) if item is not None and not isinstance(item, bool) else np.nan
             except (TypeError, ValueError):
                 null = null.copy()

@@ -91,6 +91,12 @@ def shuffle_weight(epsilon: float, s: int, t: int) -> float:
     return s / omega(epsilon, s, t)
 
 
+def _rows(x, s: int) -> np.ndarray:
+    """The element array as one row per user (no users: an empty (0, s) array, which reshape cannot infer)."""
+    x = np.asarray(x, dtype=np.int64)
+    return x.reshape(len(x), -1) if len(x) else np.zeros((0, s), dtype=np.int64)
+
+
 @register
 class Collision(Randomizer):
     """(d, s, ε, t)-Collision over s-sparse ternary vectors; the summary is c_y over the 2d elements."""
@@ -137,7 +143,7 @@ class Collision(Randomizer):
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Deployment-faithful path: x is an (n, s) element array (-1 = none); reports are (seed, z) as uint64."""
-        x = np.asarray(x, dtype=np.int64).reshape(len(x), -1)
+        x = _rows(x, self.s)
         seeds = rng.bit_generator.random_raw(len(x)).astype(np.uint64)
         cells = (mix64(seeds[:, None], x) % np.uint64(self.t)).astype(np.int64)
         z = self._draw(np.where(x >= 0, cells, self.t), rng)
@@ -156,7 +162,7 @@ class Collision(Randomizer):
 
     def simulate(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The fast path (spec §2.7): the same law of c as :meth:`aggregate` of :meth:`randomize`, in O(ns + d)."""
-        x = np.asarray(x, dtype=np.int64).reshape(len(x), -1)
+        x = _rows(x, self.s)
         valid = x >= 0
         cells = np.where(valid, rng.integers(0, self.t, size=x.shape), self.t)
         z = self._draw(cells, rng)

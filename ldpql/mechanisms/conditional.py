@@ -14,9 +14,13 @@ with NULL as 0), x̲̂ = f̂₊ + f̂₋ (the share of users with a value); the 
 [−1, 1] (spec §8.22), the sum over the users with a value n(hi·f̂₊ + lo·f̂₋) (linear, unbiased).
 Variance: a user's two indicators ⟦H(1₊) = z⟧, ⟦H(1₋) = z⟧ have rates p± = P_f + (P_t − P_f)f± and joint rate
 P_f² + x̲·P_f(P_t − P_f) (given its element they are independent, spec §2.5), so every second moment is linear in
-quantities the release estimates; the standard errors are the delta method over the users taken as a sample
-(so sampling error is included: conservative by the users' spread for a fixed population). The ratio is biased
-when x̲̂ is small: the answer is flagged low-confidence when x̲̂ < 3·sd(x̲̂) (spec §8.22).
+quantities the release estimates; the variances treat the users as a sample (so sampling error is included:
+conservative by the users' spread for a fixed population). The sum's and count's standard errors are the delta
+method; the conditional mean's interval is Fieller's for the ratio x̄/x̲ (:func:`ratio_interval`, the whole declared
+range when x̲̂ is not significantly above 0), since a delta-method interval around a ratio with a noisy
+denominator under-covers (0.72-0.88 at 95% just above the flag) and collapses to width 0 when f̂± both clip to 0.
+The ratio is biased when x̲̂ is small: the answer is flagged low-confidence when x̲̂ < 3·sd(x̲̂) (spec §8.22) or
+its interval is the whole range.
 
 :func:`split_protocol` is the other way the planner considers (an engine decision, not the paper's): two reports
 per user under sequential composition, a mean mechanism on x' with NULL as 0 and binary randomized response on
@@ -28,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 
@@ -38,7 +43,16 @@ MISSING = 2.0   # the input of a user without a value (outside [-1, 1])
 
 
 def _missing(x: np.ndarray) -> np.ndarray:
-    return np.isnan(x) | (x > 1.5)
+    """NULL is NaN or the :data:`MISSING` sentinel only; every other value (±inf, beyond [−1, 1]) is a value."""
+    return np.isnan(x) | (x == MISSING)
+
+
+def as_values(x) -> tuple[np.ndarray, np.ndarray]:
+    """(clamped values, missing): the one reading of a randomizer's input that CollisionMean and VectorMeans share.
+    Only NaN (and :data:`MISSING`) is NULL; anything else, ±inf included, is clamped to [−1, 1] (0 where missing)."""
+    x = np.asarray(x, dtype=float)
+    gone = _missing(x)
+    return np.where(gone, 0.0, np.clip(np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0), -1, 1)), gone
 
 
 @register
@@ -60,9 +74,8 @@ class CollisionMean(Randomizer):
     # -- the randomizer (privacy-critical: the rounding, then Collision's draw) ------------------------------
     def elements(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Each user's element: 0 (1₊) w.p. (1 + x')/2, else 1 (1₋); -1 (none) for a missing value."""
-        x = np.asarray(x, dtype=float)
-        gone = _missing(x)
-        up = rng.random(len(x)) < (1 + np.where(gone, 0.0, np.clip(x, -1, 1))) / 2
+        value, gone = as_values(x)
+        up = rng.random(len(value)) < (1 + value) / 2
         return np.where(gone, -1, np.where(up, 0, 1)).astype(np.int64)[:, None]
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -131,9 +144,8 @@ class NoNoise(Randomizer):
         self.epsilon = math.inf
 
     def randomize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = np.asarray(x, dtype=float)
-        gone = _missing(x)
-        return np.stack([np.where(gone, 0.0, np.clip(x, -1, 1)), (~gone).astype(float)], axis=1)
+        value, gone = as_values(x)
+        return np.stack([value, (~gone).astype(float)], axis=1)
 
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.asarray(reports, dtype=float).reshape(-1, 2).sum(axis=0)
@@ -178,33 +190,90 @@ def gradient(what: str, f: np.ndarray, n: int, low: float, high: float) -> np.nd
 
 
 def answer(r: Randomizer, summary: np.ndarray, n: int, what: str, low: float, high: float,
-           population: int | None = None) -> Estimate:
+           population: int | None = None, confidence: float = 0.95) -> Estimate:
     """The mean over the users with a value (``what`` = 'mean'), their sum or their count, from n users' release,
-    standing for ``population`` users (a users split) where given: value, delta-method standard error, and the
-    low-confidence note of spec §8.22."""
+    standing for ``population`` users (a users split) where given. The mean carries Fieller's interval at
+    ``confidence`` (:func:`with_interval`); the sum and count the delta-method standard error."""
     big = population or n
     if isinstance(r, NoNoise):
         return _exact(summary, n, big, what, low, high)
     f = r.estimate(summary, n)
-    mean, present = f[0] - f[1], f[0] + f[1]
-    plug = np.clip(f, 0, 1)
-    cov = covariance(r.p_true, r.p_false, plug) / n
-    grad = gradient(what, plug, big, low, high)
-    se = math.sqrt(max(float(grad @ cov @ grad), 0.0))
-    half, mid = (high - low) / 2, (high + low) / 2
+    cov = covariance(r.p_true, r.p_false, np.clip(f, 0, 1)) / n
     if what == "mean":
-        value = mid + half * float(np.clip(mean / max(present, 1 / n), -1, 1))
-        se = min(se, half)   # an interval wider than the domain says nothing more
-    else:
-        value = big * (high * f[0] + low * f[1]) if what == "sum" else big * present
-    present_sd = math.sqrt(float(np.ones(2) @ cov @ np.ones(2)))
+        to_ratio = np.array([[1.0, -1.0], [1.0, 1.0]])   # (f₊, f₋) -> (x̄, x̲)
+        parts = ratio_parts(f[0] - f[1], f[0] + f[1], to_ratio @ cov @ to_ratio.T)
+        return with_interval(Estimate(np.zeros(1), np.zeros(1), extra={"ratio": parts, "scale": (low, high, n)}),
+                             confidence)
+    grad = gradient(what, np.clip(f, 0, 1), big, low, high)
+    se = math.sqrt(max(float(grad @ cov @ grad), 0.0))
+    value = big * (high * f[0] + low * f[1]) if what == "sum" else big * (f[0] + f[1])
+    step = float(np.abs(grad).max()) * r.step(n)
+    return Estimate(np.array([value]), np.array([se]), step=step, extra={"present": float(f[0] + f[1])})
+
+
+# ---- the ratio's interval (Fieller), shared by every conditional mean ---------------------------------------
+
+def ratio_parts(num: float, den: float, cov: np.ndarray) -> np.ndarray:
+    """(x̄̂, x̲̂, Var x̄̂, Var x̲̂, Cov) as one array: what :func:`ratio_interval` and :func:`with_interval` read."""
+    return np.array([num, den, cov[0, 0], cov[1, 1], cov[0, 1]], dtype=float)
+
+
+def ratio_interval(num: float, den: float, var_num: float, var_den: float, cov: float,
+                   z: float) -> tuple[float, float]:
+    """Fieller's interval for r = E[num]/E[den] ∈ [−1, 1] from two unbiased, jointly normal estimates: the r with
+    T(r) = (num − r·den)²/Var(num − r·den) ≤ z² (Fieller, "Some problems in interval estimation", 1954), where
+    Var(num − r·den) = var_num − 2r·cov + r²·var_den. It is bounded only when den > z·sd(den); otherwise (the
+    denominator not significantly above 0) it is the whole range (−1, 1). Where the unclipped ratio falls outside
+    [−1, 1] (no r in range fits), the set is {r : T(r) ≤ z² + min T on [−1, 1]} (the likelihood-ratio construction
+    at a bound, as Feldman and Cousins 1998 do for a bounded mean): never empty, never a single point. The result
+    is intersected with [−1, 1] and holds the clipped point num/den."""
+    sd_den = math.sqrt(max(var_den, 0.0))
+    if not den > z * sd_den:
+        return -1.0, 1.0
+    point = num / den
+
+    def pivot(r: float) -> float:
+        return (num - r * den) ** 2 / max(var_num - 2 * r * cov + r * r * var_den, 1e-300)
+
+    k = z * z + (0.0 if -1 <= point <= 1 else min(pivot(-1.0), pivot(1.0)))
+    a, b, c = den * den - k * var_den, num * den - k * cov, num * num - k * var_num
+    if a <= 0:
+        return -1.0, 1.0
+    root = math.sqrt(max(b * b - a * c, 0.0))
+    clipped = min(max(point, -1.0), 1.0)
+    return max(-1.0, min((b - root) / a, clipped)), min(1.0, max((b + root) / a, clipped))
+
+
+LOW_CONFIDENCE = 3.0   # flag the ratio when x̲̂ < 3·sd(x̲̂) (spec §8.22), or when its interval is the whole range
+
+
+def with_interval(est: Estimate, confidence: float) -> Estimate:
+    """A conditional mean's answer at ``confidence`` from its ratio parts (``extra['ratio']``, ``extra['scale']`` =
+    (lo, hi, n)): the point mid + half·clip(x̄̂/max(x̲̂, 1/n), −1, 1) (spec §8.22), Fieller's interval
+    (:func:`ratio_interval`) in the declared units, its half-width / z as the standard error, and the low-confidence
+    note. Post-processing only (a planner ``derive``); an estimate without ratio parts is returned unchanged."""
+    parts = est.extra.get("ratio")
+    if parts is None:
+        return est
+    num, den, var_num, var_den, cov = (float(v) for v in parts)
+    low, high, n = est.extra["scale"]
+    half, mid = (high - low) / 2, (high + low) / 2
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    lo, hi = ratio_interval(num, den, var_num, var_den, cov, z)
+    value = mid + half * float(np.clip(num / max(den, 1 / n), -1, 1))
+    sd_den, whole = math.sqrt(max(var_den, 0.0)), (lo, hi) == (-1.0, 1.0)
     note = ""
-    if what == "mean" and r.p_true - r.p_false < 1 and present < 3 * present_sd:
-        note = (f"low confidence: the estimated share of users with a value ({present:.3g}) is within 3 standard "
-                f"errors ({present_sd:.3g}) of 0, so the mean over them is unreliable (the ratio is biased)")
-    step = float(np.abs(gradient(what, plug, big, low, high)).max()) * r.step(n) if what != "mean" else 0.0
-    return Estimate(np.array([value]), np.array([se]), note=note, step=step,
-                    extra={"present": float(present)})
+    if den < LOW_CONFIDENCE * sd_den:
+        note = (f"low confidence: the estimated share of users with a value ({den:.3g}) is within 3 standard errors "
+                f"({sd_den:.3g}) of 0, so the mean over them is unreliable (the ratio is biased)")
+    elif whole:
+        note = (f"low confidence: the estimated share of users with a value ({den:.3g}, standard error {sd_den:.3g}) "
+                "is too uncertain to bound the mean over them")
+    if whole and note:
+        note += f"; its {confidence:.0%} interval is the whole declared range"
+    return Estimate(np.array([value]), np.array([half * (hi - lo) / (2 * z)]), note=note,
+                    extra={**est.extra, "present": den}, interval=(np.array([mid + half * lo]), np.array([mid + half * hi])),
+                    interval_confidence=confidence)
 
 
 def _exact(summary: np.ndarray, n: int, big: int, what: str, low: float, high: float) -> Estimate:
@@ -245,8 +314,8 @@ def split_protocol(mean_r: Randomizer, present_r: Randomizer, value, present, lo
                    population: int | None = None) -> Protocol:
     """The mean over the users with a value from two reports of every user at ε₁ + ε₂ (sequential composition):
     a mean mechanism (Duchi et al., PM, HM) on x' with NULL as 0, Â, and binary randomized response on "x has a
-    value", π̂; the answer mid + half·clip(Â/max(π̂, 1/n), −1, 1) with the delta-method variance
-    (Var Â + R² Var π̂)/π² (the two reports' noises are independent) plus the sampling term of a users split."""
+    value", π̂; the answer mid + half·clip(Â/max(π̂, 1/n), −1, 1) with Fieller's interval (:func:`with_interval`)
+    from Var Â, Var π̂ (independent reports) and, under a users split, the users' sampling covariance."""
     first = yield Round(mean_r, value)
     second = yield Round(present_r, present)
     n = first.n
@@ -259,18 +328,13 @@ def split_protocol(mean_r: Randomizer, present_r: Randomizer, value, present, lo
     var_a = float((mean_r.variance(plug, n) if m2 is None else mean_r.variance(plug, n, second_moment=m2))[0])
     p = float(present_r.estimate(second.summary, n)[0])
     var_p = float(present_r.variance(np.clip([p], 0, 1), n)[0])
-    pi = max(p, 1 / n)
-    ratio = float(np.clip(a / pi, -1, 1))
-    var = (var_a + ratio ** 2 * var_p) / pi ** 2
-    if population and n < population:   # the users asked stand for the whole group
-        var += (1 - ratio ** 2) * (1 - n / population) / (n * min(max(p, 1 / n), 1))
-    half, mid = (high - low) / 2, (high + low) / 2
-    note = ""
-    if math.isfinite(mean_r.epsilon) and p < 3 * math.sqrt(var_p):
-        note = (f"low confidence: the estimated share of users with a value ({p:.3g}) is within 3 standard errors "
-                f"({math.sqrt(var_p):.3g}) of 0, so the mean over them is unreliable (the ratio is biased)")
-    return Estimate(np.array([mid + half * ratio]), np.array([min(half * math.sqrt(max(var, 0.0)), half)]), note=note,
-                    extra={"present": p})
+    cov = np.array([[var_a, 0.0], [0.0, var_p]])   # the two reports' noises are independent
+    if population and n < population:   # the users asked stand for the whole group: the sampling covariance of
+        mean, share = float(np.clip(a, -1, 1)), float(np.clip(p, 1 / n, 1))   # (x·h, h), x² ≤ 1 (Bhatia-Davis)
+        cov += (1 - n / population) / n * np.array([[share - mean ** 2, mean * (1 - share)],
+                                                    [mean * (1 - share), share * (1 - share)]])
+    est = Estimate(np.zeros(1), np.zeros(1), extra={"ratio": ratio_parts(a, p, cov), "scale": (low, high, n)})
+    return with_interval(est, 0.95)
 
 
 def split_predicted_variance(mean_worst: float, present_at_one: float) -> float:

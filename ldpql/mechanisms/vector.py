@@ -14,12 +14,13 @@ patterns, of the inner mechanism's law, and a mixture of laws each within e^ε o
 inner mechanism itself, so the claim is tight.
 Estimators: the mean of column j is the inner unconditional mean x̄̂_j (unbiased for the mean of the rounded
 signs, whose expectation is the mean of v); a skipped column's answer is Collision's conditional mean
-x̄̂_j / max(x̲̂_j, 1/n), clipped (spec §2.4, §8.22), low-confidence where x̲̂_j < 3·sd(x̲̂_j).
+x̄̂_j / max(x̲̂_j, 1/n), clipped (spec §2.4, §8.22), low-confidence where x̲̂_j < 3·sd(x̲̂_j) or its interval is
+the whole range.
 Variances (per coordinate, exact for the composition): one user's estimate e_j has E[e_j²] = A, the same for
 every present coordinate whatever its sign (A = (P_t + P_o)/(P_t − P_o)² for CoCo, (P_t + P_f − 2P_tP_f)/
 (P_t − P_f)² for Collision, spec §2.5, §3.5), and E[e_j] = v_j, so Var x̄̂_j = (A − mean v_j²)/n ≤ (A − x̄_j²)/n:
-the rounding's variance is inside it. The interval uses that bound at the clipped estimate. A conditional mean
-adds the rounding's (1 − c²)/(n·x̲) to Collision's delta-method variance for fixed signs.
+the rounding's variance is inside it. The interval uses that bound at the clipped estimate. A conditional mean's
+interval is Fieller's for the ratio x̄̂_j/x̲̂_j, from the covariance of (f̂_{j₊}, f̂_{j₋}) (:meth:`VectorMeans.conditional`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 
 from ldpql.mechanisms import coco, collision
 from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Round, below, check_epsilon, register
+from ldpql.mechanisms.conditional import as_values, covariance, ratio_parts, with_interval
 from ldpql.mechanisms.ternary import NO_ELEMENT
 
 KINDS = ("coco", "collision")
@@ -78,11 +80,10 @@ class VectorMeans(Randomizer):
     def elements(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The (n, d) element array of the rounded signs: privacy-critical (the rounding is part of the
         randomizer). +1 w.p. (1 + v)/2: element j, else d + j; NaN: no element (Collision only)."""
-        v = np.asarray(x, dtype=float).reshape(len(x), self.d)
-        missing = np.isnan(v)
+        v, missing = as_values(np.asarray(x, dtype=float).reshape(len(x), self.d))
         if self.kind == "coco" and missing.any():
             raise ValueError("CoCo answers unconditional means only: a skipped NULL needs Collision")
-        plus = rng.random(v.shape) < (1 + np.clip(v, -1.0, 1.0)) / 2
+        plus = rng.random(v.shape) < (1 + v) / 2
         j = np.arange(self.d)
         return np.where(missing, NO_ELEMENT, np.where(plus, j, self.d + j)).astype(np.int64)
 
@@ -112,11 +113,17 @@ class VectorMeans(Randomizer):
         return (a - np.clip(np.asarray(truth, dtype=float), -1, 1) ** 2) / max(n, 1)
 
     def conditional(self, summary: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Collision's conditional means (values, standard errors with the rounding's share, low-confidence flags)."""
-        values, se, low = self.inner.conditional(summary, n)
+        """Each coordinate's conditional mean's ratio parts (:func:`~ldpql.mechanisms.conditional.ratio_parts`, a
+        (d, 5) array): x̄̂_j, x̲̂_j and their covariance. Given its element set, a user's indicators of j₊ and j₋
+        (it holds at most one) are independent, so their joint rate is P_f² + x̲_j·P_f(P_t − P_f), as for d = 1
+        (:func:`~ldpql.mechanisms.conditional.covariance`): the rounding and the users' spread are inside it."""
         f = self.inner.estimate(summary, n)
-        present = np.clip(f[: self.d] + f[self.d:], 1 / n, 1)
-        return values, np.sqrt(se ** 2 + (1 - values ** 2) / (n * present)), low
+        to_ratio = np.array([[1.0, -1.0], [1.0, 1.0]])
+        out = []
+        for plus, minus in zip(f[: self.d], f[self.d:]):
+            cov = covariance(self.inner.p_true, self.inner.p_false, np.clip([plus, minus], 0, 1)) / n
+            out.append(ratio_parts(plus - minus, plus + minus, to_ratio @ cov @ to_ratio.T))
+        return np.array(out)
 
     def step(self, n: int) -> float:
         """One report moves a mean by at most 1/(n(P_t − P_o)) (CoCo) or 1/(n(P_t − P_f)) (Collision)."""
@@ -204,7 +211,7 @@ class VectorIdentity(Randomizer):
 def vector_round(randomizer: Randomizer, encoding: Encoding, halves: np.ndarray, mids: np.ndarray,
                  skips: np.ndarray) -> Protocol:
     """The protocol of a joint release: one round over all users, then each column's mean on its own scale
-    (half·x̄ + mid), unconditional or (where ``skips``) conditional, with its standard error."""
+    (half·x̄ + mid) with its standard error; where ``skips``, the conditional mean's ratio parts for :func:`column`."""
     reply = yield Round(randomizer, encoding)
     d = len(halves)
     if reply.n == 0:
@@ -212,21 +219,19 @@ def vector_round(randomizer: Randomizer, encoding: Encoding, halves: np.ndarray,
     n = reply.n
     means = randomizer.estimate(reply.summary, n)
     se = np.sqrt(randomizer.variance(np.clip(np.nan_to_num(means), -1, 1), n))
-    note, low = "", np.zeros(d, dtype=bool)
+    # each column's lattice step (its interval's continuity correction) and declared range
+    extra = {"steps": randomizer.step(n) * halves, "scales": (mids - halves, mids + halves, n)}
     if skips.any() and isinstance(randomizer, VectorMeans):
-        cond, cond_se, flags = randomizer.conditional(reply.summary, n)
-        means, se, low = np.where(skips, cond, means), np.where(skips, cond_se, se), skips & flags
-        if low.any():
-            note = ("low confidence: few users have a value in a column whose NULLs are skipped, so its conditional "
-                    "mean (a ratio of two noisy estimates) may be biased")
-    steps = randomizer.step(n) * halves   # each column's lattice step (its interval's continuity correction)
-    return Estimate(halves * means + mids, halves * se, note=note, extra={"low_confidence": low, "steps": steps})
+        extra["ratio"] = np.where(skips[:, None], randomizer.conditional(reply.summary, n), np.nan)
+    return Estimate(halves * means + mids, halves * se, extra=extra)
 
 
-def column(release: Estimate, j: int) -> Estimate:
-    """Column j's answer from a joint release's estimate (post-processing)."""
-    low = release.extra.get("low_confidence")
-    steps = release.extra.get("steps")
-    flagged = low is not None and len(low) > j and bool(low[j])
-    return Estimate(release.values[j:j + 1], release.stderr[j:j + 1], note=release.note if flagged else "",
-                    extra={"low_confidence": flagged}, step=float(steps[j]) if steps is not None else 0.0)
+def column(release: Estimate, j: int, confidence: float = 0.95) -> Estimate:
+    """Column j's answer from a joint release's estimate (post-processing): a skipped column's conditional mean
+    with Fieller's interval at ``confidence`` (:func:`~ldpql.mechanisms.conditional.with_interval`)."""
+    steps, ratio = release.extra.get("steps"), release.extra.get("ratio")
+    if ratio is not None and not np.isnan(ratio[j]).any():
+        lows, highs, n = release.extra["scales"]
+        return with_interval(Estimate(release.values[j:j + 1], release.stderr[j:j + 1],
+                                      extra={"ratio": ratio[j], "scale": (lows[j], highs[j], n)}), confidence)
+    return Estimate(release.values[j:j + 1], release.stderr[j:j + 1], step=float(steps[j]) if steps is not None else 0.0)

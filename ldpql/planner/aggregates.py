@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -179,7 +179,9 @@ def resolve_mean(call: ast.Call, table: Table, text: str, domain: NumericDomain 
     shown = dom.describe()
     if nulls.skip != dom.skips_nulls:
         shown += f"; here ({nulls.why}): " + ("NULL skipped" if nulls.skip else f"NULL -> {nulls.value:g}")
-    return Target(col.name, enc, shown, None, col.name, affine=(half, mid), nulls=nulls)
+    # a conditional mean's interval is Fieller's at the statement's confidence (post-processing of the release)
+    derive = conditional.with_interval if nulls.skip else None
+    return Target(col.name, enc, shown, None, col.name, affine=(half, mid), nulls=nulls, derive=derive)
 
 
 WORST_CASE = "worst case over the domain"

@@ -184,7 +184,7 @@ def _convert(ctx, runs, choice: tuple[str, str], cols: list[Column], where: list
                         for k, m in [choice] + [o for o in options if o != choice]]
     owner.epsilon, owner.users = ctx.epsilon, (0.0, 1.0)
     for a, j in zip(runs, where):
-        a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: column(est, j),
+        a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: column(est, j, conf),
                                        derived=f"column {j + 1} ({cols[j].name}) of the joint {choice[0]} report")
         if a is not owner:
             a.source, a.candidates = owner.index, []

@@ -145,8 +145,12 @@ def test_the_declaration_is_json_and_canonical(duck):
     import json
     a = decl(duck, "age PRIVATE BETWEEN 0 AND 100, city PUBLIC")
     b = decl(duck, "age PRIVATE BETWEEN 0.0 AND 100 DEFAULT 50, city PUBLIC")
-    assert json.loads(json.dumps(a)) == a and a["columns"] == b["columns"]
-    assert a["columns"]["age"] == {"public": False, "domain": "BETWEEN 0 AND 100 DEFAULT 50"}
+    assert json.loads(json.dumps(a)) == a
+    # the NULL semantics is written as declared (nullable: none); both release the same (NULL skipped or as 50)
+    assert a["columns"]["age"] == {"public": False, "domain": "BETWEEN 0 AND 100",
+                                   "effective": "BETWEEN 0 AND 100 DEFAULT 50"}
+    assert b["columns"]["age"]["domain"] == "BETWEEN 0 AND 100 DEFAULT 50"
+    cat.check_tightens(a, b, "people_t"), cat.check_tightens(b, a, "people_t")
     assert a["columns"]["city"] == {"public": True, "domain": None}
 
 
