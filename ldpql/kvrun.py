@@ -98,7 +98,7 @@ def release(backend, pop: Population, p: KVPlan, entropy: int, seeded: bool) -> 
     if not noisy:
         k, v = (np.concatenate([a[i] for a in pairs]) for i in (0, 1))
         return exact_answers(k, v, p.d, n, p.low, p.high), n
-    return key_answers(r, total, n, p.low, p.high), n
+    return key_answers(r, total, n, p.low, p.high, p.confidence), n
 
 
 def _canonical(batches: list) -> tuple[np.ndarray, ...]:

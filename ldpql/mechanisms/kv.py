@@ -254,9 +254,11 @@ class Coordinate:
         return 1 / (max(n, 1) * (self.p_true - self.p_false))
 
 
-def key_answers(r: KVCollision, summary: np.ndarray, n: int, low: float, high: float) -> dict[str, Estimate]:
+def key_answers(r: KVCollision, summary: np.ndarray, n: int, low: float, high: float,
+                confidence: float = 0.95) -> dict[str, Estimate]:
     """Per key: 'count' (users holding it), 'frequency' (their share), 'mean' (over the holders with a value, SQL's
-    AVG), 'sum' (over the holders with a value); each an Estimate over the d keys (values, standard errors)."""
+    AVG, with Fieller's interval at ``confidence``), 'sum' (over the holders with a value); each an Estimate over
+    the d keys (values, standard errors)."""
     d, f = r.d, r.estimate(summary, n)
     parts = [f[b * d:(b + 1) * d] for b in range(r.states)]
     var = r.variance(np.clip(f, 0, 1), n)
@@ -267,7 +269,8 @@ def key_answers(r: KVCollision, summary: np.ndarray, n: int, low: float, high: f
         return out
     coord = Coordinate(r)
     for what in ("mean", "sum"):
-        ests = [answer(coord, np.array([summary[j], summary[d + j]]), n, what, low, high) for j in range(d)]
+        ests = [answer(coord, np.array([summary[j], summary[d + j]]), n, what, low, high, confidence=confidence)
+                for j in range(d)]
         out[what] = Estimate(np.array([e.values[0] for e in ests]), np.array([e.stderr[0] for e in ests]),
                              extra={"notes": [e.note for e in ests],
                                     "intervals": [e.interval for e in ests]})
