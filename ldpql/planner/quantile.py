@@ -83,8 +83,8 @@ A_HIST = 2 ** (9 / 12)
 # than every search.
 W_BAYESS, W_NBS, W_HIER, W_HIST, W_BOUND = 0.654, 0.661, 0.659, 0.270, Z95
 # ... fitted at B = 1024 coins. BayeSS's mean error per σ falls with B (with its rounds capped its error does not
-# grow as the sqrt(ln B) of its σ; NaiveNBS's does): its measured mean error over NaiveNBS's, divided by the
-# ratio the planner predicted, was ~1.7 at B = 101 and ~0.65 at 20,001 (examples/regret_shapes.py --part coins:
+# grow as the sqrt(ln B) of its σ; NaiveNBS's does): its measured RMS rank error over NaiveNBS's, divided by the
+# ratio the planner predicted, was 1.3-1.7 at B = 101 and 0.56-0.77 at 20,001 (examples/regret_shapes.py --part coins:
 # 3 smooth shapes x 4 (n, ε) x 5 B from 101 to 20,001, 200 runs each; least squares of its log on
 # log(ln B / ln 1024) over the medians per (B, n, ε): slope -1.25, intercept 0.00). BayeSS's weight is
 # W_BAYESS · (ln B / ln 1024)^W_BAYESS_COINS. Only the choice uses it: σ, the shown ±z·σ, is left as calibrated.
