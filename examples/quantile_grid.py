@@ -147,13 +147,19 @@ WEIGHTS = {"bayess": "W_BAYESS", "naive_nbs": "W_NBS", "hierarchical": "W_HIER",
 def finish_cell(rows: list[dict]) -> list[dict]:
     """The planner's choice (the smallest σ × W, the first listed on a tie: ldpql.planner.choose_mechanisms) and
     every candidate's regret (its mean rank error over the best one's)."""
-    pick = min(rows, key=lambda r: (r["sigma"] * getattr(planner, WEIGHTS[r["mechanism"]], 1.0),
-                                    ORDER.index(r["mechanism"])))
+    pick = min(rows, key=lambda r: (r["sigma"] * _weight(r["mechanism"], r["coins"]), ORDER.index(r["mechanism"])))
     best = min(r["mean_error"] for r in rows)
     for r in rows:   # a rank error of one user (1/n) is the floor: an exact best answer gives a finite ratio
         r["chosen"] = r is pick
         r["regret"] = (r["mean_error"] + 1 / r["n"]) / (best + 1 / r["n"])
     return rows
+
+
+def _weight(mechanism: str, coins: int) -> float:
+    """The planner's choice weight (BayeSS's depends on the coins: ldpql.planner.quantile.bayess_weight)."""
+    if mechanism == "bayess" and hasattr(planner, "bayess_weight"):
+        return planner.bayess_weight(coins)
+    return getattr(planner, WEIGHTS[mechanism], 1.0)
 
 
 def rescore(raw: dict) -> list[dict]:

@@ -82,6 +82,13 @@ A_HIST = 2 ** (9 / 12)
 # 95%): so the planner compares predicted mean errors, and a bound answer wins only when it is better on average
 # than every search.
 W_BAYESS, W_NBS, W_HIER, W_HIST, W_BOUND = 0.654, 0.661, 0.659, 0.270, Z95
+# ... fitted at B = 1024 coins. BayeSS's mean error per σ falls with B (with its rounds capped its error does not
+# grow as the sqrt(ln B) of its σ; NaiveNBS's does): its measured RMS rank error over NaiveNBS's, divided by the
+# ratio the planner predicted, was 1.3-1.7 at B = 101 and 0.56-0.77 at 20,001 (examples/regret_shapes.py --part coins:
+# 3 smooth shapes x 4 (n, ε) x 5 B from 101 to 20,001, 200 runs each; least squares of its log on
+# log(ln B / ln 1024) over the medians per (B, n, ε): slope -1.25, intercept 0.00). BayeSS's weight is
+# W_BAYESS · (ln B / ln 1024)^W_BAYESS_COINS. Only the choice uses it: σ, the shown ±z·σ, is left as calibrated.
+W_BAYESS_COINS, LN_CALIBRATION = -1.25, math.log(1024)
 # The shown interval reads the values within B·z·σ of τ from the release: B, per mechanism, brings the mean
 # coverage of the true quantile over the same cells to 95% (the release's estimated CDF is noisy itself, and a
 # search's is known at its asked coins only). Same grid steps as the factors.
@@ -425,7 +432,13 @@ def _search_candidate(target: QuantileTarget, mechanism: str) -> Candidate:
             for t in padded]
 
     return Candidate(mechanism, "local", rounds, predict, _search_protocol(target, make), check=check,
-                     describe=describe, share_n=True, choice_weight=W_BAYESS if mechanism == "bayess" else W_NBS)
+                     describe=describe, share_n=True,
+                     choice_weight=bayess_weight(space.size) if mechanism == "bayess" else W_NBS)
+
+
+def bayess_weight(coins: int) -> float:
+    """BayeSS's choice weight on ``coins`` coins: W_BAYESS at the calibration grid's 1024, less with more coins."""
+    return W_BAYESS * (math.log(max(coins, 3)) / LN_CALIBRATION) ** W_BAYESS_COINS
 
 
 def _search_protocol(target: QuantileTarget, make) -> Callable:

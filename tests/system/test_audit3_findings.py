@@ -217,11 +217,14 @@ def test_calibrated_interval_covers_at_a_low_quantile():
                                        "nor the domain's edge (the column shifted by 495: 68%); the answers spread "
                                        "over the values 3..10 around the median 4, so BayeSS is noisier in rank on "
                                        "this shape than its calibrated σ says, which a data-independent prediction "
-                                       "cannot see; docs/quantiles.md now says so instead of 'conservative'")
+                                       "cannot see; docs/quantiles.md now says so instead of 'conservative'. "
+                                       "Measured 2026-11-25 (examples/regret_shapes.py --part zipf): zipf(1.3) needs σ "
+                                       "x1.48-2.04 at 4 of 5 (n, ε, τ) cells, four smooth shapes x0.79-1.23 at the same "
+                                       "cells: a σ that covers here over-covers every smooth shape (±3.2σ or more)")
 def test_predicted_rank_error_covers_on_zipf_data():
     from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol
-    from ldpql.simulation import simulate
     from ldpql.planner.quantile import BAYESS_ROUNDS, Z95, sigma_bayess
+    from ldpql.simulation import simulate
 
     x = np.minimum(np.random.default_rng(11).zipf(1.3, 5000) - 1, 1000)
     alpha = Z95 * sigma_bayess(1.0, 5000, 1001, 0.5)
