@@ -21,13 +21,15 @@ estimate's regression on the selected one, Σ_is/Σ_ss (AKM's Z = X − (Σ_·s/
 
 from __future__ import annotations
 
-from typing import Callable
+import hashlib
+from collections.abc import Callable
 
 import numpy as np
 from scipy.special import log_ndtr, ndtri
 
 from ldpql.mechanisms.base import debiased_covariance
 
+BETA_SHARE = 0.1   # β = α/10, Andrews, Kitagawa & McCloskey's choice
 BISECTIONS = 60   # each halves a bracket of at most 2·c_β·σ: 2^-60 of it is far below any lattice step
 
 
@@ -43,7 +45,8 @@ def _log_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def truncated_cdf(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """P(Y <= x | lo <= Y <= hi) for Y ~ N(mu, sigma²), lo <= x <= hi; decreasing in mu."""
     u, a, b = (x - mu) / sigma, (lo - mu) / sigma, (hi - mu) / sigma
-    return np.clip(np.exp(_log_mass(a, u) - _log_mass(a, b)), 0.0, 1.0)
+    with np.errstate(invalid="ignore"):   # a == b (x at both ends): no information, F = 1/2
+        return np.nan_to_num(np.clip(np.exp(_log_mass(a, u) - _log_mass(a, b)), 0.0, 1.0), nan=0.5)
 
 
 def _invert(x, sigma, lo, hi, c, target):
@@ -64,11 +67,9 @@ def winners_interval(raw: np.ndarray, se: np.ndarray, k: int, confidence: float,
     estimates rank 1..k (largest first, ties by position), clipped to [0, 1].
 
     ``rho(s)`` (optional; :func:`correlations`) gives Cov(X_i, X_s)/Var(X_s) for every i; without it the estimates
-    are taken as independent.
-    The selection range of the value at rank j is (j+1-th, j−1-th) of t_i = (X_i − ρ_is X_s)/(1 − ρ_is),
-    widened by half a lattice ``step`` each way (a continuity correction: on a lattice "at least the
-    neighbour" is "above the neighbour minus half a step"), and each end gets half a step more, as the
-    per-value intervals do.
+    are taken as independent. The selection range of the value at rank j is (j+1-th, j−1-th) of
+    t_i = (X_i − ρ_is X_s)/(1 − ρ_is). Estimates on a lattice of ``step`` (one report's weight) are first made
+    continuous (:func:`_unlattice`), as the truncated-normal argument needs.
 
     >>> lo, hi = winners_interval(np.array([0.30, 0.29, 0.1, 0.05]), np.full(4, 0.02), 1, 0.95)
     >>> bool(lo[0] < 0.29 and hi[0] < 0.30 + 1.96 * 0.02)
@@ -76,21 +77,42 @@ def winners_interval(raw: np.ndarray, se: np.ndarray, k: int, confidence: float,
     """
     raw, se = np.asarray(raw, dtype=float), np.asarray(se, dtype=float)
     d, alpha = len(raw), 1.0 - confidence
-    beta = alpha / 10
-    order = np.lexsort((np.arange(d), -raw))[:k]
+    beta = alpha * BETA_SHARE
+    order = np.lexsort((np.arange(d), -raw))
+    if step > 0 and np.isfinite(step):
+        raw, se = _unlattice(raw, se, order, step)
+    order = order[:k]
     x, sigma = raw[order], se[order]
-    lo, hi = _selection_range(raw, order, rho, step / 2)
+    lo, hi = _selection_range(raw, order, rho)
     c = float(ndtri(1 - -np.expm1(np.log1p(-beta) / d) / 2))   # max_i |X_i − μ_i| / σ_i <= c w.p. 1 − β
     level = (alpha - beta) / (1 - beta)
     ok = sigma > 0
     s = np.where(ok, sigma, 1.0)
     low = np.where(ok, _invert(x, s, lo, hi, c, 1 - level / 2), x)
     high = np.where(ok, _invert(x, s, lo, hi, c, level / 2), x)
-    return np.clip(low - step / 2, 0.0, 1.0), np.clip(high + step / 2, 0.0, 1.0)
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
-def _selection_range(raw: np.ndarray, order: np.ndarray, rho: Callable[[int], np.ndarray] | None,
-                     slack: float) -> tuple[np.ndarray, np.ndarray]:
+def _unlattice(raw: np.ndarray, se: np.ndarray, order: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """X + (U − ½)·step with U uniform, and σ² + step²/12: a lattice estimate made continuous (the usual
+    randomisation of a discrete statistic). Without it, values tied on the lattice sit exactly at each other's
+    selection boundary, where the conditional interval is degenerate. U is pseudo-random but a function of the
+    release (a hash of it), so the same release always gives the same interval; within a block of tied
+    estimates the U are sorted so the jittered order is the release's ranking (ties by position)."""
+    seed = int.from_bytes(hashlib.blake2b(raw.tobytes(), digest_size=8).digest(), "little")
+    u = np.random.default_rng(seed).random(len(raw))
+    ranked = raw[order]
+    block = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1])))   # tie-block id, in ranked order
+    u_ranked = u[order][np.lexsort((-u[order], block))]                   # each block's U, largest first
+    jittered = raw.copy()
+    jittered[order] = ranked + (u_ranked - 0.5) * step
+    if np.any(np.diff(jittered[order]) > 0):   # not on one lattice of this step: leave the estimates as they are
+        return raw, se
+    return jittered, np.sqrt(se ** 2 + step ** 2 / 12)
+
+
+def _selection_range(raw: np.ndarray, order: np.ndarray,
+                     rho: Callable[[int], np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     """Per selected value s at rank j: the range of X_s, given the others' Z_i = X_i − ρ_is X_s, that keeps s
     at rank j: exactly j − 1 of the thresholds t_i = Z_i / (1 − ρ_is) above it."""
     lows, highs = np.full(len(order), -np.inf), np.full(len(order), np.inf)
@@ -99,9 +121,9 @@ def _selection_range(raw: np.ndarray, order: np.ndarray, rho: Callable[[int], np
         r = np.zeros(len(others)) if rho is None else np.minimum(rho(s)[others], 0.999)
         t = -np.sort(-(raw[others] - r * raw[s]) / (1 - r))
         if j < len(t):
-            lows[j] = t[j] - slack
+            lows[j] = t[j]
         if j > 0:
-            highs[j] = t[j - 1] + slack
+            highs[j] = t[j - 1]
     return lows, highs
 
 
