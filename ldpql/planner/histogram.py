@@ -7,7 +7,8 @@ each aggregate derives its answer from the release's raw, unbiased estimate by p
 
 - ``LDP_HISTOGRAM(c)``, and ``LDP_FREQUENCY(c)`` with a plain column: one frequency per declared value;
 - ``LDP_FREQUENCY(c = 'v')``: the frequency of one declared value;
-- ``LDP_TOPK(c, k)``: the k most frequent values and their frequencies, largest first;
+- ``LDP_TOPK(c, k)``: the k most frequent values and their frequencies, largest first; each rank's interval is for
+  the value found there, accounting for its selection (:mod:`ldpql.planner.winners`);
 - ``LDP_MODE(c)``: the most frequent value;
 - ``LDP_COUNT_DISTINCT(c)``: how many declared values occur, as a lower bound (spec §7's heuristic).
 
@@ -252,6 +253,7 @@ class FrequencyTarget(Target):
     max_report_bits: int | None = None
     subset_size: int | None = None
     postprocess: str = "simplex"
+    interval_note: str = ""   # EXPLAIN's line on what the intervals are for, when not per value (LDP_TOPK)
 
 
 def _categories(col, ref, text: str) -> tuple[Encoding, tuple, str]:
@@ -395,6 +397,8 @@ def resolve_topk(call: ast.Call, table: Table, text: str) -> Target:
     target.categories = (None,) * k   # one row per rank; each answer carries its values' labels
     target.derive = _frequencies(target.postprocess, len(labels), _ranked(k), labels, ranked=True)
     target.derived = f"the {k} largest frequencies ({target.postprocess}) and their values"
+    target.interval_note = ("rank j's is for the true frequency of the value found there and accounts for its "
+                            "selection (Andrews, Kitagawa & McCloskey, \"Inference on Winners\", 2024)")
     return target
 
 
@@ -429,7 +433,8 @@ def frequency_candidates(target: FrequencyTarget) -> list[Candidate]:
         c = candidate(o.name, lambda e, o=o: o.make(e, d), target, uniform)
         c.check, c.aliases = _report_cap(o, d, target.max_report_bits), o.aliases
         c.describe = lambda e, n, name=o.name: oracle_table(oracles, d, e, n, name) + [
-            f"post        {NOTES[target.postprocess]}; intervals from the raw estimates"]
+            f"post        {NOTES[target.postprocess]}; intervals from the raw estimates"] + (
+            [f"intervals   {target.interval_note}"] if target.interval_note else [])
         out.append(c)
     return out
 

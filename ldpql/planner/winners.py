@@ -30,7 +30,7 @@ from scipy.special import log_ndtr, ndtri
 from ldpql.mechanisms.base import debiased_covariance
 
 BETA_SHARE = 0.1   # β = α/10, Andrews, Kitagawa & McCloskey's choice
-BISECTIONS = 60   # each halves a bracket of at most 2·c_β·σ: 2^-60 of it is far below any lattice step
+BISECTIONS = 40   # each halves a bracket of at most 2·c_β·σ: 2^-40 of it is far below any lattice step
 
 
 def _log_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -49,10 +49,12 @@ def truncated_cdf(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray, lo: np.ndarr
         return np.nan_to_num(np.clip(np.exp(_log_mass(a, u) - _log_mass(a, b)), 0.0, 1.0), nan=0.5)
 
 
-def _invert(x, sigma, lo, hi, c, target):
+def _invert(x: np.ndarray, sigma: np.ndarray, lo: np.ndarray, hi: np.ndarray, c: float,
+            target: np.ndarray) -> np.ndarray:
     """The mu in [x − cσ, x + cσ] where the hybrid CDF (truncation also to mu ± cσ) crosses ``target``, by
     bisection (it decreases in mu); the nearer end when it does not cross."""
-    left, right = x - c * sigma, x + c * sigma
+    shape = np.broadcast_shapes(np.shape(target), np.shape(x))   # several targets at once: one row each
+    left, right = np.broadcast_to(x - c * sigma, shape), np.broadcast_to(x + c * sigma, shape)
     for _ in range(BISECTIONS):
         mid = (left + right) / 2
         f = truncated_cdf(x, mid, sigma, np.maximum(lo, mid - c * sigma), np.minimum(hi, mid + c * sigma))
@@ -88,9 +90,8 @@ def winners_interval(raw: np.ndarray, se: np.ndarray, k: int, confidence: float,
     level = (alpha - beta) / (1 - beta)
     ok = sigma > 0
     s = np.where(ok, sigma, 1.0)
-    low = np.where(ok, _invert(x, s, lo, hi, c, 1 - level / 2), x)
-    high = np.where(ok, _invert(x, s, lo, hi, c, level / 2), x)
-    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+    ends = np.where(ok, _invert(x, s, lo, hi, c, np.array([[1 - level / 2], [level / 2]])), x)   # both at once
+    return np.clip(ends[0], 0.0, 1.0), np.clip(ends[1], 0.0, 1.0)
 
 
 def _unlattice(raw: np.ndarray, se: np.ndarray, order: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
