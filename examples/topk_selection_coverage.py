@@ -19,7 +19,8 @@ least (1 − (d − 1)q)^{n_j} (1 − q)^{n − n_j}, q = 1/(e^ε + d − 1) (``
 floor): where that floor is above nominal + 2 points no interval containing its estimate can be within the band;
 those rows are marked ``atom``.
 
-    nice python examples/topk_selection_coverage.py [--reps 400] [--sql]    # ~10 minutes on one core
+    nice python examples/topk_selection_coverage.py [--reps 400] [--sql]    # ~3 minutes of one core, SQL more
+    (or in parts: --shapes tied,close and --shapes separated,zipf, then --merge)
 
 Writes examples/histogram_results/topk_selection_coverage.csv (one row per cell, rank and confidence),
 topk_selection_coverage.png and, with --sql, topk_selection_sql.csv.
@@ -156,14 +157,15 @@ def run_cell(shape: str, n: int, eps: float, reps: int) -> list[dict]:
 
 
 def sql_cells(reps: int) -> list[dict]:
-    """A few cells end to end: EVALUATE SELECT LDP_TOPK(c, 3) (coverage of each rank's value's true frequency)."""
+    """A few cells end to end at 95%: EVALUATE SELECT LDP_TOPK(c, 3) (coverage of the true frequency of the value
+    each run found at each rank)."""
     rows = []
-    for shape, n, eps in (("tied", 10_000, 1.0), ("close", 1_000, 4.0), ("zipf", 10_000, 0.5)):
+    for shape, n, eps in (("tied", 10_000, 1.0), ("close", 1_000, 4.0), ("zipf", 1_000, 0.5)):
         labels = [f"v{i:02d}" for i in range(len(SHAPES[shape]))]
         data = np.repeat(np.array(labels + ["other"]), counts_of(SHAPES[shape], n))
         con = ldpql.connect(seed=SEED, evaluation=True)
         con.register("t", pa.table({"c": data}), private={"c": labels}, budget=1e12)
-        for c in CONFIDENCES:
+        for c in CONFIDENCES[:1]:
             res = con.sql(f"EVALUATE SELECT LDP_TOPK(c, 3) FROM t EPSILON {eps} OPTIONS (confidence = {c}) "
                           f"REPEAT {reps}")
             for j, row in enumerate(res.fetchall()):
@@ -208,10 +210,27 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=400)
     ap.add_argument("--sql", action="store_true", help="also run a few cells end to end through EVALUATE")
     ap.add_argument("--sql-reps", type=int, default=300)
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="a comma-separated subset (writes a part file)")
+    ap.add_argument("--merge", action="store_true", help="join the part files into the CSV and PNG")
+    ap.add_argument("--no-grid", action="store_true", help="skip the fast grid (e.g. with --sql)")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
+    if args.merge:
+        parts = sorted(OUT.glob("topk_selection_part_*.csv"))
+        rows = [dict(r) for p in parts for r in csv.DictReader(p.read_text().splitlines())]
+        for r in rows:
+            r.update({k: float(r[k]) for k in ("confidence", "before", "after", "after_shown")}, atom=r["atom"] == "True")
+        write(OUT / "topk_selection_coverage.csv", rows)
+        plot(rows, OUT / "topk_selection_coverage.png")
+        for p in parts:
+            p.unlink()
+    if args.sql:
+        write(OUT / "topk_selection_sql.csv", sql_cells(args.sql_reps))
+    if args.merge or args.no_grid:
+        return
+    shapes = args.shapes.split(",")
     rows = []
-    for shape in SHAPES:
+    for shape in shapes:
         for n in NS:
             for eps in EPSILONS:
                 rows += run_cell(shape, n, eps, args.reps)
@@ -219,10 +238,11 @@ def main() -> None:
                 print(f"{shape:<10} n={n:>7,} ε={eps:<4g} {top[0]['oracle']:<11} at 95% before "
                       + " ".join(f"{r['before']:.3f}" for r in top) + " after "
                       + " ".join(f"{r['after']:.3f}" for r in top) + f"  {top[0]['cpu_seconds']:.1f}s", flush=True)
-    write(OUT / "topk_selection_coverage.csv", rows)
-    plot(rows, OUT / "topk_selection_coverage.png")
-    if args.sql:
-        write(OUT / "topk_selection_sql.csv", sql_cells(args.sql_reps))
+    if shapes == list(SHAPES):
+        write(OUT / "topk_selection_coverage.csv", rows)
+        plot(rows, OUT / "topk_selection_coverage.png")
+    else:
+        write(OUT / f"topk_selection_part_{'_'.join(shapes)}.csv", rows)
 
 
 if __name__ == "__main__":
