@@ -213,11 +213,18 @@ def main() -> None:
     ap.add_argument("--shapes", default=",".join(SHAPES), help="a comma-separated subset (writes a part file)")
     ap.add_argument("--merge", action="store_true", help="join the part files into the CSV and PNG")
     ap.add_argument("--no-grid", action="store_true", help="skip the fast grid (e.g. with --sql)")
+    ap.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS), help="a comma-separated subset")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     if args.merge:
-        parts = sorted(OUT.glob("topk_selection_part_*.csv"))
-        rows = [dict(r) for p in parts for r in csv.DictReader(p.read_text().splitlines())]
+        parts = sorted(OUT.glob("topk_selection_part_*.csv"), key=lambda p: p.stat().st_mtime)
+        latest = {}   # a later part replaces a cell's rows (a rerun of some ε)
+        for p in parts:
+            for r in csv.DictReader(p.read_text().splitlines()):
+                latest[r["shape"], r["n"], r["epsilon"], r["confidence"], r["rank"]] = dict(r)
+        order = {shape: i for i, shape in enumerate(SHAPES)}
+        rows = sorted(latest.values(), key=lambda r: (order[r["shape"]], int(r["n"]), float(r["epsilon"]),
+                                                      -float(r["confidence"]), int(r["rank"])))
         for r in rows:
             r.update({k: float(r[k]) for k in ("confidence", "before", "after", "after_shown")}, atom=r["atom"] == "True")
         write(OUT / "topk_selection_coverage.csv", rows)
@@ -228,21 +235,21 @@ def main() -> None:
         write(OUT / "topk_selection_sql.csv", sql_cells(args.sql_reps))
     if args.merge or args.no_grid:
         return
-    shapes = args.shapes.split(",")
+    shapes, epsilons = args.shapes.split(","), [float(e) for e in args.epsilons.split(",")]
     rows = []
     for shape in shapes:
         for n in NS:
-            for eps in EPSILONS:
+            for eps in epsilons:
                 rows += run_cell(shape, n, eps, args.reps)
                 top = [r for r in rows[-2 * RANKS:] if r["confidence"] == 0.95]
                 print(f"{shape:<10} n={n:>7,} ε={eps:<4g} {top[0]['oracle']:<11} at 95% before "
                       + " ".join(f"{r['before']:.3f}" for r in top) + " after "
                       + " ".join(f"{r['after']:.3f}" for r in top) + f"  {top[0]['cpu_seconds']:.1f}s", flush=True)
-    if shapes == list(SHAPES):
+    if shapes == list(SHAPES) and epsilons == list(EPSILONS):
         write(OUT / "topk_selection_coverage.csv", rows)
         plot(rows, OUT / "topk_selection_coverage.png")
     else:
-        write(OUT / f"topk_selection_part_{'_'.join(shapes)}.csv", rows)
+        write(OUT / f"topk_selection_part_{'_'.join(shapes)}_{args.epsilons.replace(',', '_')}.csv", rows)
 
 
 if __name__ == "__main__":
