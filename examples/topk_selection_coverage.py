@@ -145,14 +145,14 @@ def run_cell(shape: str, n: int, eps: float, reps: int) -> list[dict]:
     for c in CONFIDENCES:
         for j in range(RANKS):
             floor = atom_floor(r, counts, eps, j)
-            rows.append(dict(shape=shape, n=n, epsilon=eps, oracle=r.name, confidence=c, rank=j + 1, reps=reps,
-                             truth=float(ranked_truth[j]),
-                             before=hits["before", "rank", c][j] / reps, after=hits["after", "value", c][j] / reps,
-                             before_on_value=hits["before", "value", c][j] / reps,
-                             after_on_rank=hits["after", "rank", c][j] / reps,
-                             after_shown=hits["shown", "value", c][j] / reps,
-                             width_before=width["before", c][j] / reps, width_after=width["after", c][j] / reps,
-                             atom_floor=floor, atom=floor > c + 0.02, cpu_seconds=seconds))
+            rows.append({"shape": shape, "n": n, "epsilon": eps, "oracle": r.name, "confidence": c, "rank": j + 1, "reps": reps,
+                             "truth": float(ranked_truth[j]),
+                             "before": hits["before", "rank", c][j] / reps, "after": hits["after", "value", c][j] / reps,
+                             "before_on_value": hits["before", "value", c][j] / reps,
+                             "after_on_rank": hits["after", "rank", c][j] / reps,
+                             "after_shown": hits["shown", "value", c][j] / reps,
+                             "width_before": width["before", c][j] / reps, "width_after": width["after", c][j] / reps,
+                             "atom_floor": floor, "atom": floor > c + 0.02, "cpu_seconds": seconds})
     return rows
 
 
@@ -169,8 +169,8 @@ def sql_cells(reps: int) -> list[dict]:
             res = con.sql(f"EVALUATE SELECT LDP_TOPK(c, 3) FROM t EPSILON {eps} OPTIONS (confidence = {c}) "
                           f"REPEAT {reps}")
             for j, row in enumerate(res.fetchall()):
-                rows.append(dict(shape=shape, n=n, epsilon=eps, oracle=res.plan.aggregates[0].chosen.mechanism,
-                                 confidence=c, rank=j + 1, reps=reps, coverage=row[-1]))
+                rows.append({"shape": shape, "n": n, "epsilon": eps, "oracle": res.plan.aggregates[0].chosen.mechanism,
+                                 "confidence": c, "rank": j + 1, "reps": reps, "coverage": row[-1]})
                 print(rows[-1], flush=True)
     return rows
 
