@@ -1,11 +1,15 @@
 """LDP_HISTOGRAM and LDP_TOPK over a grid: per-bin coverage, and the top values' coverage before and after issue 11.
 
+Superseded for LDP_TOPK by ``examples/topk_selection_coverage.py``: the engine's rank intervals are now the hybrid
+intervals for the value found at each rank; the "after" column here is the first fix (Bonferroni over the values
+that could hold the rank, for the j-th largest frequency), kept to reproduce the numbers it gave.
+
 Each run releases one histogram through the engine (``SELECT LDP_HISTOGRAM(c, postprocess => 'none')``: the raw,
 unbiased frequencies and their per-value intervals, from the oracle the planner picks). From the same release:
 
 - the per-bin coverage of the histogram's intervals (averaged over the bins);
-- LDP_TOPK's interval for the j-th largest frequency, as the engine builds it now
-  (:func:`ldpql.planner.histogram.ranked_interval`, which accounts for the selection) and as it did before issue 11
+- LDP_TOPK's interval for the j-th largest frequency, Bonferroni over the values that could hold the rank
+  (``topk_selection_coverage.bonferroni_interval``, the first fix) and as it was before issue 11
   (the per-value interval of the value ranked j-th), each checked against the j-th largest true frequency;
 - whether the top-ranked value is the true mode (LDP_MODE's answer).
 
@@ -22,9 +26,12 @@ from statistics import NormalDist
 
 import numpy as np
 import pyarrow as pa
+from topk_selection_coverage import (
+    bonferroni_interval as ranked_interval,  # (run from examples/ or with it on the path)
+)
 
 import ldpql
-from ldpql.planner.histogram import ORACLES, ranked_interval
+from ldpql.planner.histogram import ORACLES
 
 OUT = Path(__file__).parent / "histogram_results"
 CONFIGS = {   # frequencies of 8 declared values (the rest of the table's values are none)

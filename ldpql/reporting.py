@@ -154,8 +154,9 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
                 categories = True
                 continue
             est = np.array([r[(a.index, ci)].values for r in runs])
-            covered = np.array([[_covers(_interval(r[(a.index, ci)], j, p), true[j]) for j in range(len(true))]
-                                for r in runs])
+            target = _targets(truth[(a.index, ci)])
+            covered = np.array([[_covers(_interval(r[(a.index, ci)], j, p), t)
+                                 for j, t in enumerate(target(r[(a.index, ci)]))] for r in runs])
             labels = truth[(a.index, ci)].extra.get("labels") or a.target.categories or (None,)
             # the bucket search's interval is for the point with γ of the users beyond it, not the true extreme
             extreme = a.kind in EXTREMES and any("share_beyond" in r[(a.index, ci)].extra for r in runs)
@@ -174,6 +175,16 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
         notes.insert(1, "a category answer (LDP_MODE): mean_estimate is its most frequent answer, coverage the "
                         "share of runs that found the true one")
     return Result(cols, rows, plan=p, notes=notes, message=NOT_PRIVATE)
+
+
+def _targets(truth: Estimate):
+    """What a run's intervals are for: the true answers, or (LDP_TOPK) the true frequencies of the values the run
+    found at each rank, which its intervals are for (inference on winners)."""
+    if "frequencies" not in truth.extra:
+        return lambda run: truth.values
+    labels, freq = truth.extra["frequencies"]
+    where = {label: float(f) for label, f in zip(labels, freq)}
+    return lambda run: [where.get(label, math.nan) for label in run.extra.get("labels") or (None,) * len(truth.values)]
 
 
 def _category_row(output: str, cell: Cell, true, answers: list) -> tuple:

@@ -167,6 +167,17 @@ def debiased_variance(f: np.ndarray, n: int, p: float, q: float) -> np.ndarray:
     return (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (n * (p - q) ** 2)
 
 
+def debiased_covariance(f: np.ndarray, s: int, n: int, p: float, q: float, both: float, with_own: float) -> np.ndarray:
+    """Cov(f̂_i, f̂_s) of :func:`debias` for every bin i (i = s: the variance) when each user's report hits a set of
+    bins (fixed data): a user holding neither i nor s hits both with probability ``both``, a holder of one of them
+    hits both with ``with_own``; the covariance of one user's hits is that minus the product of its hit rates.
+    Zero for independent bits (OUE, RAPPOR); negative for one report per user (GRR: ``both = with_own = 0``)."""
+    f = np.asarray(f, dtype=float)
+    cov = ((1 - f - f[s]) * (both - q * q) + (f + f[s]) * (with_own - p * q)) / (n * (p - q) ** 2)
+    cov[s] = debiased_variance(f[s], n, p, q)
+    return cov
+
+
 def debiased_total_variance(d: int, n: int, p: float, q: float) -> float:
     """E‖f̂ - f‖²₂ = Σ_i Var(f̂_i) of :func:`debias` over d bins, the same for every f on the simplex (the sum
     is linear in f and Σ f_i = 1), so it is the value at a point mass: one holder bin and d - 1 others."""
@@ -192,6 +203,11 @@ class HitRates:
 
     def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
         return debiased_variance(truth, n, self.p, self.q)
+
+    def pair_hits(self) -> tuple[float, float] | None:
+        """(P(a report hits bins i and j | the user holds neither), P(it hits i and j | the user holds i)), for
+        :func:`debiased_covariance`; None when a report's bins are hit independently (no covariance)."""
+        return None
 
     def step(self, n: int) -> float:
         """A report's hit in a bin moves that bin's estimate by 1/(n(p − q))."""
@@ -309,4 +325,6 @@ def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, sh
         noise, spread = randomizer.variance(plug_in, reply.n, second_moment=m2), np.maximum(m2 - plug_in ** 2, 0.0)
     sampled = max(0.0, 1 - reply.n / population) if population else 0.0
     se = np.sqrt(noise + sampled * spread / reply.n)
-    return Estimate(scale * est + shift, abs(scale) * se, step=abs(scale) * randomizer.step(reply.n))
+    pairs = getattr(randomizer, "pair_hits", lambda: None)() if encoding.size is not None else None
+    extra = {} if pairs is None else {"pairs": (randomizer.p, randomizer.q, *pairs, reply.n, sampled)}
+    return Estimate(scale * est + shift, abs(scale) * se, step=abs(scale) * randomizer.step(reply.n), extra=extra)

@@ -80,6 +80,10 @@ class GRR(HitRates, Randomizer):
     def aggregate(self, reports: np.ndarray) -> np.ndarray:
         return np.bincount(reports, minlength=self.input_size)
 
+    def pair_hits(self) -> tuple[float, float]:
+        """A report is one category: it never hits two bins (estimates are negatively correlated)."""
+        return 0.0, 0.0
+
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         counts = np.asarray(counts, dtype=np.int64)
         moved = rng.binomial(counts, float(self.uniform_probability()))  # the rare event, drawn directly

@@ -149,6 +149,14 @@ class KSubset(HitRates, Randomizer):
         miss = self.miss_probability()
         self.p, self.q = float(1 - miss), float(((1 - miss) * (k - 1) + miss * k) / (d - 1))  # realised hit rates
 
+    def pair_hits(self) -> tuple[float, float]:
+        """A report is k of the d values: with the user's own value (w.p. p) and k − 1 of the other d − 1, or k of
+        them; so two bins are both hit w.p. p(k−1)(k−2)/((d−1)(d−2)) + (1−p)k(k−1)/((d−1)(d−2)), and a holder's
+        bin with another w.p. p(k−1)/(d−1)."""
+        d, k, p = self.input_size, self.subset_size, self.p
+        both = (p * (k - 1) * (k - 2) + (1 - p) * k * (k - 1)) / ((d - 1) * (d - 2)) if d > 2 else 0.0
+        return both, p * (k - 1) / (d - 1)
+
     def miss_probability(self) -> Fraction:
         """r', the exact probability that a user's set leaves out its own value (the sampler's rare event)."""
         return Fraction(self.miss_threshold, 1 << UNIFORM_BITS)

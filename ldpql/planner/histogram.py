@@ -7,7 +7,8 @@ each aggregate derives its answer from the release's raw, unbiased estimate by p
 
 - ``LDP_HISTOGRAM(c)``, and ``LDP_FREQUENCY(c)`` with a plain column: one frequency per declared value;
 - ``LDP_FREQUENCY(c = 'v')``: the frequency of one declared value;
-- ``LDP_TOPK(c, k)``: the k most frequent values and their frequencies, largest first;
+- ``LDP_TOPK(c, k)``: the k most frequent values and their frequencies, largest first; each rank's interval is for
+  the value found there, accounting for its selection (:mod:`ldpql.planner.winners`);
 - ``LDP_MODE(c)``: the most frequent value;
 - ``LDP_COUNT_DISTINCT(c)``: how many declared values occur, as a lower bound (spec §7's heuristic).
 
@@ -48,6 +49,7 @@ from ldpql.mechanisms.unary import BRR
 from ldpql.planner.aggregates import (AGGREGATES, AggregateSpec, _column_arg, _err, _missing_domain, candidate,
                                       register_aggregate)
 from ldpql.planner.plan import Candidate, Target
+from ldpql.planner.winners import correlations, winners_interval
 
 MAX_HISTOGRAM_SIZE = 100_000
 POSTPROCESS = {"simplex": "simplex", "project": "simplex", "norm_sub": "simplex", "clip": "clip",
@@ -111,39 +113,17 @@ def _release(est: Estimate, d: int) -> tuple[np.ndarray, np.ndarray]:
     return raw, se
 
 
-def ranked_interval(raw: np.ndarray, se: np.ndarray, k: int, confidence: float,
-                    step: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals for the j-th largest true frequency, j = 1..k, that account for the selection (the winner's
-    curse: the largest raw estimate is biased up when several frequencies are close).
-
-    If every bin's true frequency lies in [L_i, U_i], the j-th largest of the L is at most the j-th largest
-    frequency and the j-th largest of the U at least it. Only two kinds of miss matter: some bin outside the
-    true top j−1 with L_i above it (Bonferroni over the m − j + 1 contenders: the bins whose per-value interval
-    reaches the j-th largest lower end), or one of the true top j with U_i below it (Bonferroni over j); each
-    side gets half of 1 − confidence. Measured coverage (docs/histograms.md): 0.95–0.98 at 95%. Every half-width
-    gets half a lattice ``step`` more, as :func:`_interval`'s."""
-    alpha, slack = 1 - confidence, step / 2
-    z = NormalDist().inv_cdf(1 - alpha / 2)
-    low_j = -np.sort(-(raw - z * se - slack))                                 # per-value lower ends, largest first
-    lows, highs = np.full(k, np.nan), np.full(k, np.nan)
-    for j in range(1, k + 1):
-        contenders = int(np.count_nonzero(raw + z * se + slack >= low_j[j - 1]))   # bins that could hold rank j
-        z_low = NormalDist().inv_cdf(1 - alpha / 2 / max(contenders - j + 1, 1))
-        z_high = NormalDist().inv_cdf(1 - alpha / 2 / j)
-        lows[j - 1] = -np.sort(-(raw - z_low * se - slack))[j - 1]
-        highs[j - 1] = -np.sort(-(raw + z_high * se + slack))[j - 1]
-    return np.clip(lows, 0.0, 1.0), np.clip(highs, 0.0, 1.0)
-
-
-RANKED_NOTE = ("LDP_TOPK: each rank's interval is for the j-th largest frequency (whichever value holds it) and "
-               "accounts for the selection (Bonferroni over the values that could hold that rank)")
+RANKED_NOTE = ("LDP_TOPK: each rank's interval is for the true frequency of the value found at that rank and "
+               "accounts for its selection (the hybrid intervals of Andrews, Kitagawa & McCloskey, \"Inference on "
+               "Winners\", 2024: the estimate of a value that came out j-th is biased up, and the interval corrects "
+               "for it)")
 
 
 def _frequencies(how: str, d: int, pick: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
                  labels: tuple | None = None, ranked: bool = False):
     """derive(): the post-processed frequencies of bins ``pick(post, raw)`` (all bins when None), with intervals
     from the raw estimates; with ``labels``, the picked bins' labels go in extra['labels'] (LDP_TOPK); with
-    ``ranked``, the intervals are :func:`ranked_interval`'s for the picked ranks."""
+    ``ranked``, the intervals are :func:`~ldpql.planner.winners.winners_interval`'s for the picked ranks."""
 
     def derive(release: Estimate, confidence: float) -> Estimate:
         raw, se = _release(release, d)
@@ -151,9 +131,13 @@ def _frequencies(how: str, d: int, pick: Callable[[np.ndarray, np.ndarray], np.n
         idx = np.arange(d) if pick is None else pick(post, raw)
         note = NOTES[how] + "; intervals are centred on the unbiased raw estimates and clipped to [0, 1]"
         extra = {"labels": tuple(labels[i] if np.isfinite(post[i]) else None for i in idx)} if labels else {}
+        if ranked:   # every value's frequency: EVALUATE checks each rank's interval at the value found there
+            extra["frequencies"] = (labels, post)
         interval = _interval(raw[idx], se[idx], confidence, release.step)
         if ranked and np.all(np.isfinite(raw)):
-            interval = ranked_interval(raw, se, len(idx), confidence, release.step)
+            pairs = release.extra.get("pairs")   # correlated estimates (one report per user): their covariance
+            interval = winners_interval(raw, se, len(idx), confidence, release.step,
+                                        correlations(raw, pairs) if pairs else None)
             note = NOTES[how] + "; " + RANKED_NOTE
         return Estimate(post[idx], se[idx], note=note, extra=extra, interval=interval, interval_confidence=confidence,
                         step=release.step)
@@ -269,6 +253,7 @@ class FrequencyTarget(Target):
     max_report_bits: int | None = None
     subset_size: int | None = None
     postprocess: str = "simplex"
+    interval_note: str = ""   # EXPLAIN's line on what the intervals are for, when not per value (LDP_TOPK)
 
 
 def _categories(col, ref, text: str) -> tuple[Encoding, tuple, str]:
@@ -412,6 +397,8 @@ def resolve_topk(call: ast.Call, table: Table, text: str) -> Target:
     target.categories = (None,) * k   # one row per rank; each answer carries its values' labels
     target.derive = _frequencies(target.postprocess, len(labels), _ranked(k), labels, ranked=True)
     target.derived = f"the {k} largest frequencies ({target.postprocess}) and their values"
+    target.interval_note = ("rank j's is for the true frequency of the value found there and accounts for its "
+                            "selection (Andrews, Kitagawa & McCloskey, \"Inference on Winners\", 2024)")
     return target
 
 
@@ -446,7 +433,8 @@ def frequency_candidates(target: FrequencyTarget) -> list[Candidate]:
         c = candidate(o.name, lambda e, o=o: o.make(e, d), target, uniform)
         c.check, c.aliases = _report_cap(o, d, target.max_report_bits), o.aliases
         c.describe = lambda e, n, name=o.name: oracle_table(oracles, d, e, n, name) + [
-            f"post        {NOTES[target.postprocess]}; intervals from the raw estimates"]
+            f"post        {NOTES[target.postprocess]}; intervals from the raw estimates"] + (
+            [f"intervals   {target.interval_note}"] if target.interval_note else [])
         out.append(c)
     return out
 

@@ -1,0 +1,150 @@
+"""Intervals for the frequencies of the values a release ranks first, second, ... (LDP_TOPK): inference on winners.
+
+The value ranked j-th is chosen because its estimate came out j-th largest, so its estimate is biased up (the
+winner's curse) and an interval centred on it under-covers the value's frequency when leading frequencies are
+close. Andrews, Kitagawa and McCloskey, "Inference on Winners" (Quarterly Journal of Economics, 2024), give
+intervals with exact coverage for the selected value's true mean when the estimates are normal with a known
+covariance:
+
+- *conditional*: given the other estimates, the selected estimate X_s must lie between the next lower and the
+  next higher of them (that is what "ranked j-th" means), so X_s is a normal N(μ_s, σ_s²) truncated to that
+  range; inverting its CDF in μ_s gives an interval with coverage 1 − α given the selection, hence overall;
+- *hybrid*: the conditional interval is very wide when X_s barely beat its neighbour, so it is intersected with a
+  projection interval X_s ± c_β σ_s that holds for all d values at once with probability 1 − β (β = α/10), and
+  the conditional test runs at level (α − β)/(1 − β) with the truncation also limited to that band. Coverage is
+  between 1 − α and (1 − α)/(1 − β): at 95%, between 0.95 and 0.955.
+
+Everything here is post-processing of the released estimates and their standard errors (no new ε, no
+randomness). Correlated estimates (one report per user: GRR, k-subset, Hadamard) enter through ``rho``, each
+estimate's regression on the selected one, Σ_is/Σ_ss (AKM's Z = X − (Σ_·s/Σ_ss) X_s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import numpy as np
+from scipy.special import log_ndtr, ndtri
+
+from ldpql.mechanisms.base import debiased_covariance
+
+BETA_SHARE = 0.1   # β = α/10, Andrews, Kitagawa & McCloskey's choice
+BISECTIONS = 40   # each halves a bracket of at most 2·c_β·σ: 2^-40 of it is far below any lattice step
+
+
+def _log_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(Φ(b) − Φ(a)) for a <= b, stable in both tails (the upper tail by symmetry: Φ(−a) − Φ(−b))."""
+    upper = a > 0
+    lo, hi = np.where(upper, -b, a), np.where(upper, -a, b)
+    top, bottom = log_ndtr(hi), log_ndtr(lo)
+    with np.errstate(divide="ignore"):
+        return top + np.log1p(-np.exp(np.minimum(bottom - top, 0.0)))
+
+
+def truncated_cdf(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """P(Y <= x | lo <= Y <= hi) for Y ~ N(mu, sigma²), lo <= x <= hi; decreasing in mu."""
+    u, a, b = (x - mu) / sigma, (lo - mu) / sigma, (hi - mu) / sigma
+    with np.errstate(invalid="ignore"):   # a == b (x at both ends): no information, F = 1/2
+        return np.nan_to_num(np.clip(np.exp(_log_mass(a, u) - _log_mass(a, b)), 0.0, 1.0), nan=0.5)
+
+
+def _invert(x: np.ndarray, sigma: np.ndarray, lo: np.ndarray, hi: np.ndarray, c: float,
+            target: np.ndarray) -> np.ndarray:
+    """The mu in [x − cσ, x + cσ] where the hybrid CDF (truncation also to mu ± cσ) crosses ``target``, by
+    bisection (it decreases in mu); the nearer end when it does not cross."""
+    shape = np.broadcast_shapes(np.shape(target), np.shape(x))   # several targets at once: one row each
+    left, right = np.broadcast_to(x - c * sigma, shape), np.broadcast_to(x + c * sigma, shape)
+    for _ in range(BISECTIONS):
+        mid = (left + right) / 2
+        f = truncated_cdf(x, mid, sigma, np.maximum(lo, mid - c * sigma), np.minimum(hi, mid + c * sigma))
+        above = f > target
+        left, right = np.where(above, mid, left), np.where(above, right, mid)
+    return (left + right) / 2
+
+
+def winners_interval(raw: np.ndarray, se: np.ndarray, k: int, confidence: float, step: float = 0.0,
+                     rho: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Hybrid intervals (Andrews, Kitagawa & McCloskey) for the true frequencies of the values whose raw
+    estimates rank 1..k (largest first, ties by position), clipped to [0, 1].
+
+    ``rho(s)`` (optional; :func:`correlations`) gives Cov(X_i, X_s)/Var(X_s) for every i; without it the estimates
+    are taken as independent. The selection range of the value at rank j is (j+1-th, j−1-th) of
+    t_i = (X_i − ρ_is X_s)/(1 − ρ_is). Estimates on a lattice of ``step`` (one report's weight) are first made
+    continuous (:func:`_unlattice`), as the truncated-normal argument needs.
+
+    >>> lo, hi = winners_interval(np.array([0.30, 0.29, 0.1, 0.05]), np.full(4, 0.02), 1, 0.95)
+    >>> bool(lo[0] < 0.29 and hi[0] < 0.30 + 1.96 * 0.02)
+    True
+    """
+    raw, se = np.asarray(raw, dtype=float), np.asarray(se, dtype=float)
+    d, alpha = len(raw), 1.0 - confidence
+    beta = alpha * BETA_SHARE
+    ranked = np.lexsort((np.arange(d), -raw))
+    order = ranked[:k]
+    # where one report moves an estimate further than its standard error (a high ε), it is exact or a step or two
+    # off: no normal model holds, and the per-value interval with half a step more (which holds the estimate)
+    # is kept; it covers at least as often as the estimate is exact
+    half = ndtri(1 - alpha / 2) * se[order] + step / 2
+    lattice, plain = se[order] < step, raw[order]
+    if step > 0 and np.isfinite(step):
+        raw, se = _unlattice(raw, se, ranked, step)
+    x, sigma = raw[order], se[order]
+    lo, hi = _selection_range(raw, order, rho)
+    c = float(ndtri(1 - -np.expm1(np.log1p(-beta) / d) / 2))   # max_i |X_i − μ_i| / σ_i <= c w.p. 1 − β
+    level = (alpha - beta) / (1 - beta)
+    ok = (sigma > 0) & ~lattice
+    s = np.where(ok, sigma, 1.0)
+    ends = _invert(x, s, lo, hi, c, np.array([[1 - level / 2], [level / 2]]))   # both ends at once
+    ends = np.where(ok, ends, np.stack([plain - half, plain + half]))
+    return np.clip(ends[0], 0.0, 1.0), np.clip(ends[1], 0.0, 1.0)
+
+
+def _unlattice(raw: np.ndarray, se: np.ndarray, order: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """X + (U − ½)·step with U uniform, and σ² + step²/12: a lattice estimate made continuous (the usual
+    randomisation of a discrete statistic). Without it, values tied on the lattice sit exactly at each other's
+    selection boundary, where the conditional interval is degenerate. U is pseudo-random but a function of the
+    release (a hash of it), so the same release always gives the same interval; within a block of tied
+    estimates the U are sorted so the jittered order is the release's ranking (ties by position)."""
+    seed = int.from_bytes(hashlib.blake2b(raw.tobytes(), digest_size=8).digest(), "little")
+    u = np.random.default_rng(seed).random(len(raw))
+    ranked = raw[order]
+    block = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1])))   # tie-block id, in ranked order
+    u_ranked = u[order][np.lexsort((-u[order], block))]                   # each block's U, largest first
+    jittered = raw.copy()
+    jittered[order] = ranked + (u_ranked - 0.5) * step
+    if np.any(np.diff(jittered[order]) > 0):   # not on one lattice of this step: leave the estimates as they are
+        return raw, se
+    return jittered, np.sqrt(se ** 2 + step ** 2 / 12)
+
+
+def _selection_range(raw: np.ndarray, order: np.ndarray,
+                     rho: Callable[[int], np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per selected value s at rank j: the range of X_s, given the others' Z_i = X_i − ρ_is X_s, that keeps s
+    at rank j: exactly j − 1 of the thresholds t_i = Z_i / (1 − ρ_is) above it."""
+    lows, highs = np.full(len(order), -np.inf), np.full(len(order), np.inf)
+    for j, s in enumerate(order):
+        others = np.delete(np.arange(len(raw)), s)
+        r = np.zeros(len(others)) if rho is None else np.minimum(rho(s)[others], 0.999)
+        t = -np.sort(-(raw[others] - r * raw[s]) / (1 - r))
+        if j < len(t):
+            lows[j] = t[j]
+        if j > 0:
+            highs[j] = t[j - 1]
+    return lows, highs
+
+
+def correlations(raw: np.ndarray, pairs: tuple) -> Callable[[int], np.ndarray]:
+    """rho(s): Cov(X_i, X_s)/Var(X_s) for every bin i, at the clipped estimate (plug-in), from a release's
+    ``extra['pairs']`` = (p, q, both, with_own, n, sampled): the oracle's covariance
+    (:func:`~ldpql.mechanisms.base.debiased_covariance`) plus, when the release asked a random share of the
+    users, the sampling covariance −f_i f_s (1 − n/N)/n."""
+    p, q, both, with_own, n, sampled = pairs
+    f = np.clip(np.asarray(raw, dtype=float), 0.0, 1.0)
+
+    def rho(s: int) -> np.ndarray:
+        cov = debiased_covariance(f, s, n, p, q, both, with_own) - sampled * f * f[s] / n
+        cov[s] += sampled * f[s] / n   # the variance's sampling term is f_s(1 − f_s)(1 − n/N)/n
+        return cov / cov[s] if cov[s] > 0 else np.zeros(len(f))
+
+    return rho
