@@ -19,7 +19,8 @@ the M − K outside cells, else among the K band cells. Under every grid input e
 h' = (1 − P_out')/K or l' = P_out'/(M − K), and h'/l' = (1 − P_out')(M−K)/(K·P_out') ≤ (1 − P_out)(M−K)/(K·P_out)
 = e^ε since P_out' ≥ P_out. A user's input is a mixture of two grid inputs, and a mixture of rows whose entries all
 lie in [l', h'] has its entries there too, so every ratio over any two inputs is ≤ h'/l' ≤ e^ε; it is attained
-(grid inputs 0 and J have different bands), so the realised ε is exactly ln(h'/l'), within 2^-50-relative of ε.
+(grid inputs 0 and J have different bands), so the realised ε is exactly ln(h'/l'), below ε by the rounding of
+P_out to the 2^-53 grid only (1e-16 relative at ε = 0.5, 5e-9 at ε = 30).
 Both audits enumerate the M cells exactly (formula and as drawn, the rounding's realised probability included).
 Estimators. (1) Linear (the engine's): E[ṽ | v_j] is affine in v_j, E = p_l·M/2 + (p_h − p_l)K·v_j (the cell
 midpoints sum to M/2, the band's to K·v_j), so the Piecewise report (midpoint over s) is unbiased for x_j, hence for
