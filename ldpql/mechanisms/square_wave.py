@@ -84,19 +84,27 @@ class SquareWave(Piecewise):
             return None
         return super().second_moment(np.array([0.0, np.dot(summary, self.values ** 2)]), n)
 
-    def transition(self, buckets: int) -> np.ndarray:
-        """P(cell | input bucket): column i is the average of the rows of the grid inputs in bucket i of ``buckets``
-        equal buckets of [0, 1] (a grid input on a boundary counts half to each side), as the sampler runs."""
+    def transition(self, buckets: int, outputs: int | None = None) -> np.ndarray:
+        """P(output group | input bucket), as the sampler runs: column i averages the rows of the grid inputs in bucket
+        i of ``buckets`` equal buckets of [0, 1] (a grid input on a boundary counts half to each side); the rows are
+        the ``outputs`` groups of consecutive cells of :meth:`groups` (every cell when None)."""
         k, m, j = self.band, self.cells, np.arange(self.steps + 1)
         high, low = (1 - self.outside) / k, self.outside / (m - k)
         rows = np.full((m, self.steps + 1), low)
-        for shift in range(k):   # k is small (≤ J/2 + 1): one pass per band position
+        for shift in range(k):   # one pass per band position
             rows[j + shift, j] = high
         edges = np.linspace(0, self.steps, buckets + 1)
         weight = np.clip(np.minimum(j[:, None] + 0.5, edges[None, 1:]) - np.maximum(j[:, None] - 0.5,
                                                                                      edges[None, :-1]), 0, None)
         weight /= weight.sum(axis=0)
-        return rows @ weight
+        return self.groups(rows @ weight, outputs)
+
+    def groups(self, hist: np.ndarray, outputs: int | None) -> np.ndarray:
+        """``hist`` (cells along the first axis) summed over ``outputs`` groups of consecutive cells (as is if None)."""
+        if outputs is None:
+            return np.asarray(hist, dtype=float)
+        starts = np.unique(np.linspace(0, self.cells, outputs + 1).astype(np.int64)[:-1])
+        return np.add.reduceat(np.asarray(hist, dtype=float), starts, axis=0)
 
     def bucket_centres(self, buckets: int) -> np.ndarray:
         """The x-scale centres of the ``buckets`` input buckets."""
