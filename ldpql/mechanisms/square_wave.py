@@ -95,14 +95,15 @@ class SquareWave(Piecewise):
         the ``outputs`` groups of consecutive cells of :meth:`groups` (every cell when None)."""
         k, m, j = self.band, self.cells, np.arange(self.steps + 1)
         high, low = (1 - self.outside) / k, self.outside / (m - k)
-        rows = np.full((m, self.steps + 1), low)
-        for shift in range(k):   # one pass per band position
-            rows[j + shift, j] = high
         edges = np.linspace(0, self.steps, buckets + 1)
         weight = np.clip(np.minimum(j[:, None] + 0.5, edges[None, 1:]) - np.maximum(j[:, None] - 0.5,
                                                                                      edges[None, :-1]), 0, None)
         weight /= weight.sum(axis=0)
-        return self.groups(rows @ weight, outputs)
+        # cell c is in the band of grid inputs c − K + 1 .. c: its probability is low + (high − low)·(their weight)
+        total = np.vstack([np.zeros((1, buckets)), np.cumsum(weight, axis=0)])   # total[i] = Σ_{j < i} weight[j]
+        c = np.arange(m)
+        inside = total[np.minimum(c + 1, self.steps + 1)] - total[np.maximum(c - k + 1, 0)]
+        return self.groups(low + (high - low) * inside, outputs)
 
     def groups(self, hist: np.ndarray, outputs: int | None) -> np.ndarray:
         """``hist`` (cells along the first axis) summed over ``outputs`` groups of consecutive cells (as is if None)."""
