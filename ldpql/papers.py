@@ -76,8 +76,8 @@ AGGREGATES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("LDP_QUANTILE", "LDP_MEDIAN"), ("aamand2025",)),
     **dict.fromkeys(("LDP_HISTOGRAM", "LDP_FREQUENCY", "LDP_TOPK", "LDP_MODE", "LDP_COUNT_DISTINCT"),
                     ("wang2016", "kairouz2016", "wang2017", "erlingsson2014", "acharya2019")),
-    **dict.fromkeys(("LDP_MEAN", "LDP_AVG"), ("duchi2018", "wang2019", "joseph2019", "wang2023")),
-    "LDP_SUM": ("duchi2018", "wang2019", "wang2023"),
+    **dict.fromkeys(("LDP_MEAN", "LDP_AVG"), ("duchi2018", "wang2019", "joseph2019", "wang2023", "dwork2006", "li2020")),
+    "LDP_SUM": ("duchi2018", "wang2019", "wang2023", "dwork2006", "li2020"),
     "LDP_COUNT": ("warner1965",),
 }
 
