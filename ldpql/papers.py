@@ -45,6 +45,11 @@ PAPERS: dict[str, tuple[str, str, str]] = {
     "feldman2023": ("Feldman, McMillan and Talwar",
                     "Stronger Privacy Amplification by Shuffling for Rényi and Approximate Differential Privacy",
                     "SODA 2023"),
+    "dwork2006": ("Dwork, McSherry, Nissim and Smith", "Calibrating Noise to Sensitivity in Private Data Analysis",
+                  "TCC 2006"),
+    "canonne2020": ("Canonne, Kamath and Steinke", "The Discrete Gaussian for Differential Privacy", "NeurIPS 2020"),
+    "li2020": ("Li, Wang, Lopuhaä-Zwakenberg, Li and Škorić",
+               "Estimating Numerical Distributions under Local Differential Privacy", "SIGMOD 2020"),
 }
 
 # the five papers ldpql was built from (the README lists them)
@@ -61,6 +66,7 @@ MECHANISMS: dict[str, tuple[str, ...]] = {
     "ksubset_l2": ("wang2016",), "ksubset_mi": ("wang2016",), "grr": ("kairouz2016",), "oue": ("wang2017",),
     "olh": ("wang2017",), "brr": ("erlingsson2014",), "hadamard": ("acharya2019",),
     "duchi": ("duchi2018",), "piecewise": ("wang2019",), "hybrid": ("wang2019",), "rr": ("warner1965",),
+    "laplace": ("dwork2006", "canonne2020"), "square_wave": ("li2020",),
     "gaussian": ("joseph2019",), "gaussian_1round": ("joseph2019",),
 }
 
@@ -70,8 +76,8 @@ AGGREGATES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("LDP_QUANTILE", "LDP_MEDIAN"), ("aamand2025",)),
     **dict.fromkeys(("LDP_HISTOGRAM", "LDP_FREQUENCY", "LDP_TOPK", "LDP_MODE", "LDP_COUNT_DISTINCT"),
                     ("wang2016", "kairouz2016", "wang2017", "erlingsson2014", "acharya2019")),
-    **dict.fromkeys(("LDP_MEAN", "LDP_AVG"), ("duchi2018", "wang2019", "joseph2019", "wang2023")),
-    "LDP_SUM": ("duchi2018", "wang2019", "wang2023"),
+    **dict.fromkeys(("LDP_MEAN", "LDP_AVG"), ("duchi2018", "wang2019", "joseph2019", "wang2023", "dwork2006", "li2020")),
+    "LDP_SUM": ("duchi2018", "wang2019", "wang2023", "dwork2006", "li2020"),
     "LDP_COUNT": ("warner1965",),
 }
 

@@ -9,6 +9,7 @@ from ldpql.mechanisms import hadamard, ksubset, olh, unary  # noqa: F401  (frequ
 from ldpql.mechanisms import minimum  # noqa: F401  (min/max finding, seed 000)
 from ldpql.mechanisms import gaussian  # noqa: F401  (Gaussian mean estimation, seed 004)
 from ldpql.mechanisms import coco, collision, harmony, keyvalue, vector  # noqa: F401  (vectors and key-value, seed 003)
+from ldpql.mechanisms import laplace, square_wave  # noqa: F401  (mean baselines, seed 003 §4.5)
 from ldpql.mechanisms.base import (REGISTRY, Encoding, Estimate, Protocol, Randomizer, Reply, Round, add_virtual,
                                    debias, debiased_variance, one_round)
 from ldpql.mechanisms.identity import Identity

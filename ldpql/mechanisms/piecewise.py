@@ -66,10 +66,15 @@ class Piecewise(Randomizer):
         check_epsilon("Piecewise", epsilon)
         self.epsilon, self.cells = float(epsilon), int(cells)
         self.t = math.exp(self.epsilon / 2)
-        self.C = (self.t + 1) / (self.t - 1)
-        m = self.cells
+        C = (self.t + 1) / (self.t - 1)
+        self._lattice(C, max(1, round((C - 1) / (2 * C / self.cells))))
+
+    def _lattice(self, C: float, k: int) -> None:
+        """Output range [−C, C] in M = ``self.cells`` cells, a band of k cells, and everything derived from them
+        (shared with the discretized Square Wave, :mod:`ldpql.mechanisms.square_wave`, a band mechanism too)."""
+        self.C, m = C, self.cells
         w = 2 * self.C / m
-        self.band = k = max(1, round((self.C - 1) / w))
+        self.band = k
         self.steps = m - k   # J: grid inputs 0..J
         # privacy-critical: the rare branch, drawn directly, rounded up (relative margin 2^-50 over the float
         # evaluation) so that its realised probability is at least the exact (M−K)/(K e^ε + M−K)

@@ -473,13 +473,16 @@ def choose_mechanisms(ctx: _Context) -> None:
             raise ctx.error(PlanError, f"no mechanism can answer {a.call.sql()}{small}", a.call,
                             hint="; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates)
                                  + ("; use fewer, larger groups or a larger ε" if ctx.facts.groups else ""))
-        a.chosen = near_minimax(min(allowed, key=lambda c: c.predicted_se * c.choice_weight), allowed,
+        pool = [c for c in allowed if not c.baseline] or allowed   # a baseline runs only when asked for by name
+        a.chosen = near_minimax(min(pool, key=lambda c: c.predicted_se * c.choice_weight), pool,
                                 a.epsilon, ctx.facts.typical_n, share)
         if ctx.options.get("model") == "shuffle" and a.chosen.model != "shuffle":   # asked for, cannot apply: say why
             why = "; ".join(f"{c.mechanism}: {c.rejected}" for c in a.candidates if c.model == "shuffle")
             ctx.notes.append(f"{a.output}: model = 'shuffle' was asked for, but runs in the local model ({why})")
         for c in allowed:
-            if c is not a.chosen and c.typical and a.chosen.typical and not math.isinf(a.epsilon) and (
+            if c.baseline and c is not a.chosen:
+                c.rejected = f"a baseline, run only when asked for (mechanism => '{c.mechanism}')"
+            elif c is not a.chosen and c.typical and a.chosen.typical and not math.isinf(a.epsilon) and (
                     c.predicted_se <= a.chosen.predicted_se * NEAR_MINIMAX):
                 mine, best = (x.typical(a.epsilon, ctx.facts.typical_n, share) for x in (c, a.chosen))
                 c.rejected = (f"worst case within {NEAR_MINIMAX - 1:.0%} of {a.chosen.mechanism}'s, but fewer than "

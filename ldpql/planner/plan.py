@@ -63,6 +63,8 @@ class Candidate:
     # average over data sets with E[x²] uniform in [0, 1]); candidates that have it are chosen near-minimax: of
     # those whose worst case is within NEAR_MINIMAX of the best worst case, the smallest typical error
     typical: Callable[[float, int, float], float] | None = None
+    # a baseline: predicted and shown in EXPLAIN beside the others, run only when asked for by name (mechanism =>)
+    baseline: bool = False
 
     @property
     def asks_nobody(self) -> bool:

@@ -89,6 +89,10 @@ def test_noise_off_equals_plain_sql(request, data, backend):
     assert _close(hist, [(int(v), k / n) for v, k in _plain(data, "SELECT c, count(*) FROM t GROUP BY c ORDER BY c")])
     mean = con.sql("SELECT g, LDP_MEAN(x) FROM t GROUP BY g EPSILON INF").fetchall()
     assert _close(mean, _plain(data, "SELECT g, avg(x) FROM t GROUP BY g ORDER BY g NULLS LAST"))
+    for name in ("laplace", "square_wave"):   # the mean baselines, forced: the same encodings, noise off
+        mean = con.sql(f"SELECT g, LDP_MEAN(age, nulls => 'midpoint', mechanism => '{name}') FROM t GROUP BY g "
+                       "EPSILON INF").fetchall()   # age has no NULL in the data: midpoint or skip alike
+        assert _close(mean, _plain(data, "SELECT g, avg(age) FROM t GROUP BY g ORDER BY g NULLS LAST"))
     count = con.sql("SELECT g, LDP_COUNT(x > 60) FROM t WHERE yr >= 2020 GROUP BY g EPSILON INF").fetchall()
     plain = duckdb.sql(f"SELECT g, count(*) FILTER (x > 60), count(*) FROM read_parquet('{data}') WHERE yr >= 2020 "
                        "GROUP BY g ORDER BY g NULLS LAST").fetchall()   # the condition on the row as it is
@@ -110,8 +114,10 @@ SEEDED = [   # every aggregate, grouped and not, users split among aggregates by
      "EPSILON 4"),
     "SELECT LDP_MEDIAN(x) FROM t EPSILON 1",
     "SELECT g, LDP_COUNT(c = 3), LDP_MEAN(x), LDP_MAX(age) FROM t GROUP BY g EPSILON 4 OPTIONS (split = 'epsilon')",
+    ("SELECT g, LDP_MEAN(x, nulls => 'midpoint', mechanism => 'laplace'), LDP_SUM(age, nulls => 'midpoint', "
+     "mechanism => 'square_wave') FROM t GROUP BY g EPSILON 2"),
 ]
-SEEDED_IDS = ["all aggregates, users split", "grouped, WHERE", "median", "grouped, epsilon split"]
+SEEDED_IDS = ["all aggregates, users split", "grouped, WHERE", "median", "grouped, epsilon split", "mean baselines"]
 
 
 BY_POSITION = 2   # the first statements run on users keyed by row position too (their slices differ from md5's)

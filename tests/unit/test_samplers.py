@@ -27,6 +27,7 @@ from ldpql.mechanisms.hadamard import HadamardResponse
 from ldpql.mechanisms.keyvalue import PCKVGRR, PCKVUE, PrivKV, Succinct
 from ldpql.mechanisms.kv import KVCollision
 from ldpql.mechanisms.ksubset import KSubset
+from ldpql.mechanisms.laplace import LaplaceMean
 from ldpql.mechanisms.minimum import LaplaceMin
 from ldpql.mechanisms.olh import OLH
 from ldpql.mechanisms.oue import OUE
@@ -35,6 +36,7 @@ from ldpql.mechanisms.hybrid import Hybrid
 from ldpql.mechanisms.piecewise import Piecewise
 from ldpql.mechanisms.rr import RandomizedResponse, flip, flip_probability
 from ldpql.mechanisms.shuffle import shuffle_budget
+from ldpql.mechanisms.square_wave import SquareWave
 from ldpql.mechanisms.unary import BRR
 from ldpql.mechanisms.vector import VectorMeans
 from ldpql.planner import PublicFacts, plan
@@ -61,7 +63,8 @@ MAKERS = {"rr": lambda e: RandomizedResponse(e), "grr": lambda e: GRR(e, 4), "ou
           "privkv": lambda e: PrivKV(e, 4, 2), "pckv_ue": lambda e: PCKVUE(e, 4, 2),
           "pckv_grr": lambda e: PCKVGRR(e, 4, 1), "succinct": lambda e: Succinct(e, 4, 2, 1000),
           "harmony": lambda e: Harmony(e, 3), "vector_means": lambda e: VectorMeans(e, 3, "coco", 8),
-          "kv_collision": lambda e: KVCollision(e, 3, 2, 3)}
+          "kv_collision": lambda e: KVCollision(e, 3, 2, 3),
+          "laplace": lambda e: LaplaceMean(e), "square_wave": lambda e: SquareWave(e)}
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))
