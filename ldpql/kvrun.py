@@ -20,9 +20,9 @@ import numpy as np
 from ldpql.backends.base import Population, where_expr
 from ldpql.errors import ExecuteError, PlanError, PrivacyError
 from ldpql.grammar import ast
-from ldpql.mechanisms.kv import KVCollision, assemble, exact_answers, key_answers
+from ldpql.mechanisms.kv import KVCollision, assemble, exact_answers, key_answers, project_capped_simplex
 from ldpql.planner import PublicFacts
-from ldpql.planner.keyvalue import CAVEAT, KVPlan, check, plan_keyvalue
+from ldpql.planner.keyvalue import CAVEAT, PROJECTED, KVPlan, check, plan_keyvalue
 from ldpql.result import Result
 
 CANONICAL_UNITS = 1 << 26   # up to this many units a seeded run reads every row before randomizing (then it streams)
@@ -98,7 +98,21 @@ def release(backend, pop: Population, p: KVPlan, entropy: int, seeded: bool) -> 
     if not noisy:
         k, v = (np.concatenate([a[i] for a in pairs]) for i in (0, 1))
         return exact_answers(k, v, p.d, n, p.low, p.high), n
-    return key_answers(r, total, n, p.low, p.high, p.confidence), n
+    answers = key_answers(r, total, n, p.low, p.high, p.confidence)
+    return (project(answers, n, p.s, p.z) if p.postprocess == "capped_simplex" else answers), n
+
+
+def project(answers: dict, n: int, s: int, z: float) -> dict:
+    """The per-key frequencies and counts (n times them) projected onto the capped simplex (post-processing); each
+    keeps the unprojected estimate's interval, which :func:`_cell` widens to hold the projected point (an interval
+    centred on a biased point would not hold its confidence)."""
+    f = project_capped_simplex(answers["frequency"].values, s)
+    out = dict(answers)
+    for kind, scale in (("frequency", 1.0), ("count", float(n))):
+        est = answers[kind]
+        ivs = [(np.array([v - z * se]), np.array([v + z * se])) for v, se in zip(est.values, est.stderr)]
+        out[kind] = dataclasses.replace(est, values=scale * f, extra={**est.extra, "intervals": ivs})
+    return out
 
 
 def _canonical(batches: list) -> tuple[np.ndarray, ...]:
@@ -145,7 +159,7 @@ def result(p: KVPlan, answers: dict, n: int, spent: float, left: float | None, e
         rows.append(tuple(row)), intervals.append(ivs)
     notes = [f"one Collision report per user for every key and aggregate (d = {p.d}, s = {p.s}, t = {p.t})"
              if not math.isinf(p.epsilon) else "EPSILON INF: noise off, exact answers on the assembled rows",
-             "sparsity: " + _caveat(p)] + list(p.notes)
+             "sparsity: " + _caveat(p)] + list(p.notes) + ([PROJECTED] if p.postprocess == "capped_simplex" else [])
     low = [str(lab) for lab, note in zip(p.labels, answers["mean"].extra.get("notes", ()))
            if note] if "mean" in answers and any(i.kind == "mean" for i in p.items) else []
     if low:

@@ -38,11 +38,13 @@ OPTIONS = {
     "split": ("auto", "users", "epsilon"),
     "beta": float,                              # Gaussian means: failure probability of the coarse stage
     "constants": ("practical", "paper"),        # Gaussian means: thresholds profile
+    "postprocess": ("none", "capped_simplex"),  # key-value counts: projected onto {0 <= f <= 1, sum <= s}
 }
 EXAMPLES = {"model": "model = 'local'", "delta": "delta = 1e-8", "rounds": "rounds = 1 or rounds = 'auto'",
             "mechanism": "mechanism = 'grr'", "confidence": "confidence = 0.95", "seed": "seed = 7",
             "simulation": "simulation = 'per_user'", "force": "force = true", "epsilon": "epsilon = 1",
-            "split": "split = 'users'", "beta": "beta = 0.01", "constants": "constants = 'paper'"}
+            "split": "split = 'users'", "beta": "beta = 0.01", "constants": "constants = 'paper'",
+            "postprocess": "postprocess = 'capped_simplex'"}
 
 
 @dataclass(frozen=True)

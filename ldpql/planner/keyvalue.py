@@ -29,7 +29,10 @@ from ldpql.planner import PublicFacts, _error, check_option
 
 KINDS = {"LDP_COUNT": "count", "LDP_FREQUENCY": "frequency", "LDP_AVG": "mean", "LDP_MEAN": "mean", "LDP_SUM": "sum"}
 UNIT = {"count": "users", "frequency": "share of users", "mean": "value units", "sum": "value units"}
-ALLOWED_OPTIONS = ("confidence", "seed", "model", "mechanism", "epsilon")
+ALLOWED_OPTIONS = ("confidence", "seed", "model", "mechanism", "epsilon", "postprocess")
+PROJECTED = ("counts and frequencies projected onto {0 <= f <= 1, Σ f <= s} (postprocess = 'capped_simplex'): "
+             "a smaller total error, no longer unbiased; each interval is the unprojected one, widened to hold the "
+             "projected answer")
 CAVEAT = ("a user with more than s keys sends a uniformly random s of them, so counts, frequencies and sums of the "
           "keys of such users come out lower by the factor s/(their number of keys) (means are not biased by it); "
           "a user's rows with the same key count once, with their mean value")
@@ -69,6 +72,7 @@ class KVPlan:
     remaining: float | None = None
     ledger: str | None = None
     notes: list[str] = field(default_factory=list)
+    postprocess: str = "none"
     delta: float = 0.0
     epsilon0 = None
     shuffle_delta = 0.0
@@ -114,6 +118,8 @@ def explain_lines(p: KVPlan) -> list[str]:
                f"d = {p.d} keys, s = {p.s} ({p.s_from}), t = {p.t}, {p.states} element(s) per key: {states}"),
               f"├─ paper       {cite('wang2023')}",
               f"├─ sparsity    {CAVEAT}"]
+    if p.postprocess == "capped_simplex":
+        lines.append(f"├─ postprocess {PROJECTED}")
     lines += [f"├─ note        {n}" for n in p.notes]
     pred = p.predicted()
     aggs = [i for i in p.items if i.kind != "key"]
@@ -313,7 +319,7 @@ def plan_keyvalue(select: ast.Select, table: Table, facts: PublicFacts, session:
                   min(s, len(labels)), "the statement's SPARSITY" if select.sparsity is not None else
                   "the table's SPARSITY", facts.n, ctx.items, ctx.options.get("confidence", 0.95),
                   ctx.options.get("seed"), select.where.sql() if select.where is not None else None,
-                  facts.remaining, facts.ledger, notes)
+                  facts.remaining, facts.ledger, notes, ctx.options.get("postprocess", "none"))
 
 
 def key_expression(col: str, dom) -> E.Expr:

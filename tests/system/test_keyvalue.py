@@ -118,6 +118,8 @@ def test_explain_reads_no_private_value(con):
      ldpql.PlanError, "local model only"),
     ("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie EPSILON 9", ldpql.BudgetExceededError, "remain"),
     ("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie SPARSITY 0 EPSILON 1", ldpql.PlanError, "at least 1"),
+    ("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie EPSILON 1 OPTIONS (postprocess = 'simplex')",
+     ldpql.PlanError, "capped_simplex"),
 ])
 def test_refusals_are_clear_and_change_nothing(kv, statement, error, words):
     with pytest.raises(error, match=words) as e:
@@ -204,3 +206,27 @@ def test_the_mean_interval_follows_the_statements_confidence(con):
     assert len(widths[0.8]) == len(widths[0.95]) >= 5
     assert all(a[1] == 0.8 and b[1] == 0.95 for a, b in zip(widths[0.8], widths[0.95]))
     assert all(a[0] < b[0] for a, b in zip(widths[0.8], widths[0.95]) if b[0] < 4), (widths,)
+
+
+def test_the_capped_simplex_projection_never_moves_counts_away_from_the_truth(con):
+    """OPTIONS (postprocess = 'capped_simplex'): the per-key frequencies projected onto {0 <= f <= 1, Σ f <= s}, a
+    convex set holding the true frequencies, so the projection is never farther from them (a theorem, so the test
+    cannot flake); with one key per user (s = 1) at ε = 0.1 the raw frequencies overshoot and it moves them. Same
+    release (same seed) both ways; each count stays inside its interval, and EXPLAIN and the result say so."""
+    df = ratings_frame(n=600, max_keys=1)
+    truth = df.drop_duplicates(["uid", "movie"]).movie.value_counts()
+    want = np.array([truth.get(m, 0) for m in MOVIES] + [truth.get("fargo", 0)], dtype=float)
+    counts = {}
+    for how in ("none", "capped_simplex"):
+        c = ldpql.connect(seed=5, evaluation=True)
+        register(c, df, budget=4)
+        res = c.sql("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie SPARSITY 1 EPSILON 0.1 "
+                    f"OPTIONS (postprocess = '{how}')")
+        counts[how] = np.array([r[1] for r in res.fetchall()], dtype=float)
+        assert all(iv[1][0] <= r[1] <= iv[1][1] for r, iv in zip(res.fetchall(), res.intervals()))
+    raw, proj = counts["none"], counts["capped_simplex"]
+    assert not np.allclose(raw, proj)
+    assert np.linalg.norm(proj - want) <= np.linalg.norm(np.clip(raw, 0, 600) - want) + 1e-9
+    assert (proj >= 0).all() and (proj <= 600).all() and proj.sum() <= 600 + 1e-6
+    assert "capped_simplex" in str(c.explain(QUERY + " OPTIONS (postprocess = 'capped_simplex')"))
+    assert any("capped_simplex" in note for note in res.notes)
