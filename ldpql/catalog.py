@@ -76,6 +76,8 @@ def _canon(v: float) -> str:
 # TRY_CAST (a failed conversion is NULL, which takes the documented NULL treatment) and indices are clamped
 # in the SQL itself rather than trusted to follow from the declaration.
 
+MAX_SPARSITY = 1024   # keys per user a key-value report may hold (a Collision report's hash range is about s·e^ε)
+
 @dataclass(frozen=True)
 class NumericDomain:
     """``BETWEEN low AND high [NOT NULL] [DEFAULT v]``: values are clamped into it. Which semantics a NULL (or NaN, or
@@ -520,6 +522,13 @@ def make_table(name: str, kind: str, source_text: str, from_sql: str, source_id:
     if sparsity is not None and (isinstance(sparsity, bool) or not isinstance(sparsity, int) or sparsity < 1):
         raise CatalogError(f"SPARSITY must be a whole number of keys per unit, at least 1, not {sparsity}",
                            hint="for example PRIVACY UNIT user_id SPARSITY 8")
+    if sparsity is not None and sparsity > MAX_SPARSITY:
+        raise CatalogError(f"SPARSITY {sparsity} is above {MAX_SPARSITY}: each report's hash range grows with s, and "
+                           "so do the memory and time of a release", hint="declare a smaller cap; a user with more "
+                           "keys sends a random s of them")
+    if sparsity is not None and unit is None:
+        raise CatalogError(f"SPARSITY needs a privacy unit: without one each row of `{name}` is its own user, so no "
+                           "user has several rows", hint="add PRIVACY UNIT <user id column> before SPARSITY")
     if unit is not None:
         columns[unit] = Column(unit, schema[unit], True, None)
         check_unique_units(from_sql, unit, duck, repeats=sparsity is not None)

@@ -489,7 +489,7 @@ class Connection:
                                                        ("-" if c.public else "no domain: not usable in aggregates")))
                 for c in t.columns.values()]
         note = (f"privacy unit {t.privacy_unit or 'one row per user'}"
-                + (f" (several rows each, at most {t.sparsity} keys used: SPARSITY)" if t.sparsity else "") + "; budget ε = {t.budget_epsilon:g}" +
+                + (f" (several rows each, at most {t.sparsity} keys used: SPARSITY)" if t.sparsity else "") + f"; budget ε = {t.budget_epsilon:g}" +
                 (f", δ = {t.budget_delta:g}" if t.budget_delta else "") +
                 (f"; at most {t.rounds} round(s)" if t.rounds else ""))
         return Result(["column", "type", "visibility", "domain"], rows, notes=[note])

@@ -177,6 +177,17 @@ def _caveat(p: KVPlan) -> str:
     return CAVEAT.replace("s/(", f"{p.s}/(").replace("than s", f"than s = {p.s}")
 
 
+def _scores(true: float, runs: list[Result], j: int, c: int) -> tuple:
+    """(truth, mean estimate, bias, RMSE, coverage) of row j, column c over the runs; where the truth is NULL (no
+    holder has a value) or no run answered, the scores are undefined (None), not 0."""
+    est = np.array([np.nan if r.fetchall()[j][c] is None else r.fetchall()[j][c] for r in runs], float)
+    if math.isnan(true) or not runs or np.isnan(est).all():
+        return (None if math.isnan(true) else true, None, None, None, None)
+    hit = [iv is not None and iv[0] <= true <= iv[1] for iv in (r.intervals()[j][c] for r in runs)]
+    mean = float(np.nanmean(est))
+    return true, mean, mean - true, float(np.sqrt(np.nanmean((est - true) ** 2))), float(np.mean(hit))
+
+
 def evaluate(con, stmt: ast.Evaluate, text: str, table, span: str) -> Result:
     """EVALUATE of a key-value statement (evaluation mode, spends nothing): per aggregate and key, the true answer
     (noise off, on the assembled rows) against REPEAT runs: mean estimate, bias, RMSE, interval coverage."""
@@ -196,15 +207,7 @@ def evaluate(con, stmt: ast.Evaluate, text: str, table, span: str) -> Result:
         if item.kind == "key" or not n:
             continue
         for j, label in enumerate(p.labels):
-            true = float(truth[item.kind].values[j])
-            est = np.array([np.nan if r.fetchall()[j][c] is None else r.fetchall()[j][c] for r in runs], float)
-            ivs = [r.intervals()[j][c] for r in runs]
-            hit = [iv is not None and iv[0] <= true <= iv[1] for iv in ivs]
-            rows.append((item.output, label, None if math.isnan(true) else true,
-                         float(np.nanmean(est)) if runs else None,
-                         float(np.nanmean(est) - true) if runs else None,
-                         float(np.sqrt(np.nanmean((est - true) ** 2))) if runs else None,
-                         float(np.mean(hit)) if runs else None))
+            rows.append((item.output, label, *_scores(float(truth[item.kind].values[j]), runs, j, c)))
     notes = [(f"{len(runs)} runs; coverage of the {p.confidence:.0%} intervals; truth: noise off on the assembled "
               "rows (a user with more than s keys keeps a random s of them, so the truth is the subsampled data's)"),
              NOT_PRIVATE]

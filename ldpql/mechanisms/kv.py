@@ -177,8 +177,8 @@ class KVCollision(Randomizer):
 
     def _law(self, code: int, exact: bool) -> list:
         rows = self.AUDIT_ROWS[int(code)]
-        if self.states < 3:   # rows without a value are not this randomizer's inputs
-            rows = tuple((k, 0.3 if math.isnan(v) else v) for k, v in rows)
+        if self.states < 3:   # no NULL state: elements() rounds a NaN value as 0 (P[+1] = 1/2); so does the model
+            rows = tuple((k, 0.0 if math.isnan(v) else v) for k, v in rows)
         _, keys, values = merge(np.zeros(len(rows)), [k for k, _ in rows], [v for _, v in rows])
         kept = list(itertools.combinations(range(len(keys)), min(len(keys), self.s)))
         out = None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 
 from ldpql import expr as E
-from ldpql.catalog import CategoricalDomain, NumericDomain, Table
+from ldpql.catalog import MAX_SPARSITY, CategoricalDomain, NumericDomain, Table
 from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
 from ldpql.mechanisms.base import EPSILON_CAP
@@ -34,7 +34,9 @@ PROJECTED = ("counts and frequencies projected onto {0 <= f <= 1, Σ f <= s} (po
              "a smaller total error, no longer unbiased; each interval is the unprojected one, widened to hold the "
              "projected answer")
 CAVEAT = ("a user with more than s keys sends a uniformly random s of them, so counts, frequencies and sums of the "
-          "keys of such users come out lower by the factor s/(their number of keys) (means are not biased by it); "
+          "keys of such users come out lower by the factor s/(their number of keys); a key's mean weighs such users "
+          "less, so it is biased too where their values differ from other holders' (it is not where a user's values "
+          "do not depend on how many keys it holds); "
           "a user's rows with the same key count once, with their mean value")
 
 
@@ -129,10 +131,11 @@ def explain_lines(p: KVPlan) -> list[str]:
         se = pred.get(item.kind)
         text = ("no users: every answer is NULL and nothing is spent" if p.n == 0 else "exact (noise off)"
                 if se is None else f"±{p.z * se:.4g} ({p.confidence:.0%}) {UNIT[item.kind]}")
-        lines.append(f"{pad}└─ predicted   {text} per key at n = {p.n:,} (worst case: " + {
-            "count": "a key every user holds)", "frequency": "a key every user holds)",
-            "mean": "every user holds the key with a value; a key a share q holds has about 1/√q times this)",
-            "sum": "every user holds the key with a value at the worst value)"}[item.kind])
+        lines.append(f"{pad}└─ predicted   {text} per key at n = {p.n:,} (" + {
+            "count": "worst case: a key every user holds)", "frequency": "worst case: a key every user holds)",
+            "mean": "at a key every user holds with a value, its best case: a key a share q of the users holds "
+                    "with a value has up to about 1/q times this, since the noise does not shrink with q)",
+            "sum": "worst case: every user holds the key with a value at the worst value)"}[item.kind])
     return lines
 
 
@@ -209,7 +212,8 @@ def resolve_items(ctx: _Ctx) -> None:
         if isinstance(e, ast.ColumnRef):
             if ctx.table.column(e.name, e.pos, ctx.text).name != ctx.key:
                 raise ctx.error(PlanError, f"column `{e.name}` must appear in GROUP BY or inside an LDP aggregate",
-                                e, width=len(e.name))
+                                e, width=len(e.name), hint=f"a key-value statement lists its key `{ctx.key}` and "
+                                "aggregates per key, e.g. LDP_AVG(value)")
             ctx.items.append(KVItem(item.alias or ctx.key, "key"))
             continue
         kind = KINDS.get(e.name.upper())
@@ -229,7 +233,9 @@ def _check_argument(ctx: _Ctx, e: ast.Call, kind: str) -> None:
     if kind in ("count", "frequency"):
         if not e.star:
             raise ctx.error(PlanError, f"{e.name.upper()} per key counts the users holding the key: write "
-                            f"{e.name.upper()}(*)", e, width=len(e.name))
+                            f"{e.name.upper()}(*)", e, width=len(e.name),
+                            hint=f"{e.name.upper()}(*) counts a key's holders (a NULL value included); the users with "
+                                 "a value are the ones LDP_AVG(value) averages")
         return
     arg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], ast.ColumnRef) else None
     col = ctx.table.column(arg.name, arg.pos, ctx.text) if arg is not None else None
@@ -303,8 +309,9 @@ def plan_keyvalue(select: ast.Select, table: Table, facts: PublicFacts, session:
     labels = key_dom.labels if isinstance(key_dom, CategoricalDomain) else \
         tuple(int(key_dom.low) + i for i in range(key_dom.size))
     s = select.sparsity if select.sparsity is not None else table.sparsity
-    if s < 1:
-        raise ctx.error(PlanError, f"SPARSITY must be at least 1, not {s}", select, hint="e.g. GROUP BY key SPARSITY 8")
+    if s < 1 or s > MAX_SPARSITY:
+        raise ctx.error(PlanError, f"SPARSITY must be at least 1 and at most {MAX_SPARSITY}, not {s}", select,
+                        hint="e.g. GROUP BY key SPARSITY 8; a user with more keys sends a random s of them")
     val = table.column(ctx.value).domain if ctx.value else None
     states = 1 if val is None else (3 if val.skips_nulls else 2)
     notes = [f"{ctx.key}: rows whose key is NULL" + (" or outside the declared range" if isinstance(key_dom, NumericDomain)
