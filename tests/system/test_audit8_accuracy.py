@@ -309,3 +309,47 @@ def test_shown_rank_error_covers_on_a_small_domain():
     x = np.clip(np.rint(rng.normal(50, 15, 20_000) * 30 / 100), 0, 30).astype(np.int64)
     res = _candidates(31, x, 0.5, 0.5, 150)
     assert res["naive_nbs"][1] >= 0.93, res
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "MEDIUM: at a high ε just around the lattice fallback (a report's step ~ the standard error), the value found "
+    "at the top of a block of exactly tied frequencies is under-covered: GRR, 13 bins (5 within 0.2 point at ~0.10, "
+    "7 tied at 0.0714), n = 2,000, 2,000 runs: ε = 9 (se/step 0.69, per-value fallback raw ± (z·se + step/2), no "
+    "selection correction) rank 6 0.886 at 95% and at 90%; ε = 8 (se/step 1.14, the hybrid on jittered estimates) "
+    "rank 6 0.921 at 95% (mean over ranks 0.940), 0.858 at 90% (mean 0.888); n = 5,000, ε = 9 (se/step 1.09) rank 6 "
+    "0.932, mean 0.942 / 0.880, 0.894. Away from it (ε = 7: 0.937-0.958; n = 20,000, ε = 10) nominal. Not an atom "
+    "cell: the estimate is exact with probability ~0.64 there, below nominal. The builder's ε grid (0.5, 1, 4, 16) "
+    "skips ε = 8-9"))
+def test_topk_covers_the_top_of_a_tie_block_near_the_lattice_fallback():
+    freq = [0.101, 0.1005, 0.1, 0.0995, 0.099] + [0.5 / 7] * 7
+    r, counts = _topk_release("grr", freq, 2_000, 9.0, None)
+    truth = counts / counts.sum()
+    rng = np.random.default_rng(77)
+    hits, runs = 0, 300
+    for _ in range(runs):
+        raw, se, step, rho = _draw(r, counts, rng)
+        top = np.lexsort((np.arange(len(raw)), -raw))[:6]
+        lo, hi = winners_interval(raw, se, 6, 0.95, step, rho)
+        hits += lo[5] <= truth[top[5]] <= hi[5]
+    assert upper(hits, runs) >= 0.95, f"rank 6: {hits}/{runs}"
+
+
+def test_conditional_mean_interval_follows_confidence_in_split_and_joint_releases():
+    """The split candidate (forced), a joint release of two nullable columns and a lone LDP_AVG all give their
+    interval at the statement's confidence (tagged so, and narrower at 80% than at 95% on the same seed).
+    Measured coverage at 80% (150 runs, n = 3,000, ε = 2): split 0.813, joint 0.820 / 0.833, alone 0.813."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    x, y = np.clip(10 - rng.exponential(0.6, n), 0, 10), rng.uniform(0, 10, n)
+    table = pa.table({"x": pa.array(x, mask=rng.random(n) < 0.5), "y": pa.array(y, mask=rng.random(n) < 0.3)})
+    statements = ("SELECT LDP_AVG(x, mechanism => 'split') FROM t EPSILON 2",
+                  "SELECT LDP_AVG(x), LDP_AVG(y) FROM t EPSILON 2", "SELECT LDP_AVG(x) FROM t EPSILON 2")
+    for sql in statements:
+        ivs = {}
+        for conf in (0.95, 0.8):
+            con = ldpql.connect(seed=3, evaluation=True)
+            con.register("t", table, private={"x": {"between": (0, 10)}, "y": {"between": (0, 10)}}, budget=1e12)
+            ivs[conf] = con.sql(f"{sql} OPTIONS (confidence = {conf}, seed = 11)").intervals()[0]
+        for wide, narrow in zip(ivs[0.95], ivs[0.8]):
+            assert wide[2] == 0.95 and narrow[2] == 0.8
+            assert wide[0] < narrow[0] and narrow[1] < wide[1], (sql, wide, narrow)
