@@ -73,8 +73,10 @@ def feasible(agg, n: int) -> tuple[float, float] | None:
 def _bounded(value, iv, bounds):
     """The value clipped to the feasible range (post-processing), and its interval clipped to it and widened to
     hold the value (a projected histogram's point may lie outside the interval of its raw estimate)."""
-    if bounds is None or not isinstance(value, float):
+    if not isinstance(value, float):
         return value, iv
+    if bounds is None:   # raw estimates asked for: not clipped, but a selected (TOPK) one may lie outside its interval
+        return value, None if iv is None else (min(iv[0], value), max(iv[1], value), iv[2])
     value = min(max(value, bounds[0]), bounds[1])
     if iv is None:
         return value, iv
