@@ -173,6 +173,10 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
         notes.insert(1, "LDP_MIN/LDP_MAX by bucket search: truth is the true extreme, but the answer and its interval "
                         "are for the point with about γ of the users beyond it (the result's note gives γ), so no "
                         "coverage is shown")
+    if any(a.kind == "topk" for a in p.aggregates):
+        notes.insert(1, "LDP_TOPK: truth, bias and RMSE are against the rank's true frequency (the j-th largest: "
+                        "the bias shows the winner's curse); coverage is of each run's interval at the true frequency "
+                        "of the value that run found at that rank, which the interval is for")
     if categories:
         notes.insert(1, "a category answer (LDP_MODE): mean_estimate is its most frequent answer, coverage the "
                         "share of runs that found the true one")
