@@ -107,14 +107,3 @@ def people(con, people_parquet):
     declare_people(con, people_parquet)
     return con
 
-
-SPARK_FILES = ("test_backends.py", "test_backends_spark.py", "test_audit5_spark.py")
-
-
-@pytest.hookimpl(tryfirst=True)   # before xdist's loadgroup reads the marks
-def pytest_collection_modifyitems(config, items):
-    """Every test that starts or uses the local Spark session runs on one xdist worker (``--dist loadgroup``): each
-    worker that touches Spark starts its own JVM (10-30 s of start-up and up to 1.5 GB), so one is enough."""
-    for item in items:
-        if item.path.name in SPARK_FILES or "spark" in item.name.lower():
-            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -181,9 +181,9 @@ def _flagged_runs(s, n, rounds, runs, mu, sigma, seed):
 @pytest.mark.parametrize("rounds", [2, 1])
 def test_kv_with_sigma_understated_tenfold_is_flagged_on_every_answer_and_covers(rounds):
     """σ declared 1, data σ = 10: every answer says so, and the re-estimated interval covers µ."""
-    out = _flagged_runs(setting(-1000, 1000, 1, 1, 1), 100_000, rounds, 20, 123.4, 10.0, seed=9)
+    out = _flagged_runs(setting(-1000, 1000, 1, 1, 1), 100_000, rounds, 12, 123.4, 10.0, seed=9)
     assert all(flag and "does not fit the first round's reports" in note for flag, _, note in out)
-    assert sum(hit for _, hit, _ in out) >= 17
+    assert sum(hit for _, hit, _ in out) >= 10   # 12 runs (was 20 at >= 17): the defect covered 0.000
 
 
 def test_sigma_check_rarely_flags_the_true_sigma():
