@@ -153,6 +153,19 @@ class Randomizer(ABC):
         return f"{self.name}(epsilon={self.epsilon:g}{d})"
 
 
+class NoiseOff:
+    """Mixin of the noise-off randomizers (EPSILON INF, evaluation mode only): no privacy claim, so nothing for
+    the exact or realised-ε audits to check."""
+
+    @classmethod
+    def audit_cases(cls):
+        return []
+
+    @classmethod
+    def realised_cases(cls, epsilon: float):
+        return []
+
+
 def debias(count: np.ndarray, n: int, p: float, q: float) -> np.ndarray:
     """Unbiased fraction of users holding a value, when holders report it with probability p and
     non-holders with probability q: f̂ = (c/n - q)/(p - q). Shared by RR, GRR and the unary encodings."""

@@ -36,7 +36,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ldpql.mechanisms.base import Estimate, Protocol, Randomizer, Round, below, check_epsilon, register
+from ldpql.mechanisms.base import (Estimate, NoiseOff, Protocol, Randomizer, Round, below, check_epsilon,
+                                   register)
 from ldpql.mechanisms.collision import Collision, optimal_t
 
 MISSING = 2.0   # the input of a user without a value (outside [-1, 1])
@@ -129,7 +130,7 @@ class CollisionMean(Randomizer):
         return f"collision_mean(epsilon={self.epsilon:g}, t={self.t})"
 
 
-class NoNoise(Randomizer):
+class NoNoise(NoiseOff, Randomizer):
     """The noise-off twin of :class:`CollisionMean` (EPSILON INF, EVALUATE's truth): its summary is the exact
     (Σ x', count) over the users with a value, from which :func:`answer` computes the non-NULL mean, sum and count
     as plain SQL does (NULL when no user has a value). Not a local randomizer, so not registered."""
@@ -155,14 +156,6 @@ class NoNoise(Randomizer):
 
     def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
         return np.zeros(2)
-
-    @classmethod
-    def audit_cases(cls):
-        return []
-
-    @classmethod
-    def realised_cases(cls, epsilon: float):
-        return []
 
 
 def covariance(p_true: float, p_false: float, f: np.ndarray) -> np.ndarray:

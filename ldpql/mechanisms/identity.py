@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from ldpql.mechanisms.base import Randomizer
+from ldpql.mechanisms.base import NoiseOff, Randomizer
 
 
-class Identity(Randomizer):
+class Identity(NoiseOff, Randomizer):
     """Reports the input itself. Its estimate has the shape of the randomizer it replaces (``like``): the
     histogram of a finite input, the fraction of ones of a bit, or the mean of a continuous input."""
 
@@ -45,11 +45,3 @@ class Identity(Randomizer):
     def sample_aggregate(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         counts = np.asarray(counts)
         return counts if self.estimates == "histogram" else np.array([float(np.dot(counts, np.arange(len(counts))))])
-
-    @classmethod
-    def audit_cases(cls):
-        return []
-
-    @classmethod
-    def realised_cases(cls, epsilon: float):
-        return []

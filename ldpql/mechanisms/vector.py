@@ -32,7 +32,8 @@ from fractions import Fraction
 import numpy as np
 
 from ldpql.mechanisms import coco, collision
-from ldpql.mechanisms.base import Encoding, Estimate, Protocol, Randomizer, Round, below, check_epsilon, register
+from ldpql.mechanisms.base import (Encoding, Estimate, NoiseOff, Protocol, Randomizer, Round, below,
+                                   check_epsilon, register)
 from ldpql.mechanisms.conditional import as_values, covariance, ratio_parts, with_interval
 from ldpql.mechanisms.ternary import NO_ELEMENT
 
@@ -176,7 +177,7 @@ class VectorMeans(Randomizer):
         return f"vector_means(epsilon={self.epsilon:g}, d={self.d}, kind={self.kind}, t={self.t})"
 
 
-class VectorIdentity(Randomizer):
+class VectorIdentity(NoiseOff, Randomizer):
     """EPSILON INF's twin of :class:`VectorMeans` (not a local randomizer, not registered): the exact mean of
     every column over its users with a value (NaN: none), which is SQL's AVG."""
 
@@ -198,14 +199,6 @@ class VectorIdentity(Randomizer):
 
     def variance(self, truth: np.ndarray, n: int) -> np.ndarray:
         return np.zeros(np.shape(truth))
-
-    @classmethod
-    def audit_cases(cls):
-        return []
-
-    @classmethod
-    def realised_cases(cls, epsilon: float):
-        return []
 
 
 def vector_round(randomizer: Randomizer, encoding: Encoding, halves: np.ndarray, mids: np.ndarray,
