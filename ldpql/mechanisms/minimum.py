@@ -174,6 +174,21 @@ def schedule(n: int, epsilon: float, alpha: float | None = None) -> Schedule:
     return Schedule(n, epsilon, alpha, depth, h, threshold_gamma(n, epsilon, depth, h))
 
 
+@functools.lru_cache(maxsize=16)
+def _stretch_starts(alpha: float | None) -> tuple[int, ...]:
+    """The first n of each stretch of constant L (they depend on α only: built once, not at every ε)."""
+    top, starts = 1 << 62, [2]
+    while True:
+        want = depth_and_h(starts[-1], alpha)[0] + 1
+        lo, hi = starts[-1], top
+        if depth_and_h(hi, alpha)[0] < want:
+            return tuple(starts)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if depth_and_h(mid, alpha)[0] < want else (lo, mid)
+        starts.append(lo)
+
+
 @functools.lru_cache(maxsize=256)
 def min_users(epsilon: float, alpha: float | None = None) -> int:
     """The smallest n from which γ < 1 for every larger n at this ε (None if no n below 2^62 works).
@@ -183,17 +198,7 @@ def min_users(epsilon: float, alpha: float | None = None) -> int:
     def gamma(n: int) -> float:
         return schedule(n, epsilon, alpha).gamma
 
-    top = 1 << 62
-    starts = [2]
-    while True:  # first n of each stretch of constant L
-        want = depth_and_h(starts[-1], alpha)[0] + 1
-        lo, hi = starts[-1], top
-        if depth_and_h(hi, alpha)[0] < want:
-            break
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if depth_and_h(mid, alpha)[0] < want else (lo, mid)
-        starts.append(lo)
+    top, starts = 1 << 62, _stretch_starts(alpha)
     bad = [i for i, s in enumerate(starts) if gamma(s) >= 1]
     if not bad:
         return 2

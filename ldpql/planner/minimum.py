@@ -377,12 +377,15 @@ def _most_buckets(t: ExtremeTarget) -> int:
     return t.domain.size if t.domain.integer else 1 << 30
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=4096)
+def _oracle(oracle: str, eps: float, size: int):
+    """One oracle per (ε, buckets), built once: the plan below reads only its p, q and variance."""
+    return Identity(size) if math.isinf(eps) else BUCKET_ORACLES[oracle](eps, size)
+
+
+@functools.lru_cache(maxsize=4096)
 def _bucket_plan(oracle: str, eps: float, n: int, most: int) -> BucketPlan:
-    make = BUCKET_ORACLES[oracle]
-    if math.isinf(eps):
-        return plan_buckets(lambda d: Identity(d), max(n, 1), most)
-    return plan_buckets(lambda d: make(eps, d), max(n, 1), most)
+    return plan_buckets(lambda d: _oracle(oracle, eps, d), max(n, 1), most)
 
 
 def bucket_candidate(t: ExtremeTarget, oracle: str) -> Candidate:
@@ -419,6 +422,7 @@ def bucket_candidate(t: ExtremeTarget, oracle: str) -> Candidate:
     return c
 
 
+@functools.lru_cache(maxsize=256)
 def _useless_reason(oracle: str, eps: float, n: int, most: int) -> str:
     """Why the bucket search cannot say which half of the domain the extreme is in, and the n or ε that would."""
     def ok_n(m: int) -> bool:
@@ -427,7 +431,9 @@ def _useless_reason(oracle: str, eps: float, n: int, most: int) -> str:
     def ok_eps(e: float) -> bool:
         return _bucket_plan(oracle, e, n, most).bound < 0.5
 
-    lo, hi = n, 1 << 40
+    lo, hi = n, min(2 * n + 1, 1 << 40)
+    while hi < 1 << 40 and not ok_n(hi):   # gallop first: an ACCURACY search asks this at every ε it tries
+        lo, hi = hi, min(2 * hi, 1 << 40)
     while lo < hi:   # the bound falls with n: the first n that works
         mid = (lo + hi) // 2
         lo, hi = (mid + 1, hi) if not ok_n(mid) else (lo, mid)
@@ -436,7 +442,7 @@ def _useless_reason(oracle: str, eps: float, n: int, most: int) -> str:
     while not ok_eps(e_hi) and e_hi < EPSILON_CAP:   # (the oracles refuse ε above the engine's cap)
         e_lo, e_hi = e_hi, min(e_hi * 2, EPSILON_CAP)
     if ok_eps(e_hi):
-        for _ in range(30):
+        for _ in range(22):   # to a relative 4e-7, far below the 3 significant digits shown
             mid = math.sqrt(e_lo * e_hi)
             e_lo, e_hi = (e_lo, mid) if ok_eps(mid) else (mid, e_hi)
         need_eps = f"ε ≥ {_round_up(e_hi)} at n = {n:,}"
