@@ -18,7 +18,9 @@ Several quantiles of one column in one statement share one release (the planner'
 first runs either one search per τ, each on a disjoint share of the users at the full ε, or one hierarchical
 release that answers every τ, whichever predicts the smaller worst rank error; each aggregate derives its
 own answer from it. Predicted rank errors (spec §6 rule 6) are scales σ with α(confidence) ≈ z·σ, calibrated
-on the released success rates (spec §4.5) and our own runs (``examples/quantile_calibration.py``).
+on the released success rates (spec §4.5) and our own runs (``examples/quantile_calibration.py``). They assume no
+value near τ holds much more than that share of the users (public facts cannot see the data's atoms); a search's
+result shows ``shown_rank_error``, the prediction plus what its own release says the values next to its answer hold.
 
 Intervals (value units, at the statement's confidence): the values whose rank the release cannot separate
 from τ. For a search, every asked coin is tested one-sided with all its questions pooled (F̂(c) clearly below
