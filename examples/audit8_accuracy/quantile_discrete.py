@@ -7,7 +7,7 @@ the two. Cells: the two expected failures of issue 11 (a Zipf column on 0..1000;
 atom shapes (the coverage grid's discrete column, 12 geometric atoms, Zipf 1.3/1.6/2), and smooth or continuous
 columns (which should not widen).
 
-    nice python examples/audit8_accuracy/quantile_discrete.py [reps] [filter]   -> quantile_discrete.csv
+    nice python examples/audit8_accuracy/quantile_discrete.py [reps] [filter]   -> quantile_discrete[_filter].csv
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 
+import coverage_grid as cg
 import regret_shapes as rs
 
 from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol, nbs_protocol
@@ -50,6 +51,12 @@ def cells():
     for coins, n, eps, tau, shape in ((1001, 10_000, 1.0, 0.5, "uniform"), (1001, 10_000, 1.0, 0.5, "lognormal (grid h)"),
                                       (1001, 10_000, 1.0, 0.1, "bimodal (grid m)"), (1001, 50_000, 0.5, 0.5, "normal")):
         yield shape, coins, rs.quantile_shapes(coins, n)[shape], eps, tau, "smooth"
+    table = cg.make_table(10_000)   # the coverage grid's columns at n = 10^4 (examples/coverage_grid.py)
+    for col, coins, taus in (("h", 20_001, (0.1, 0.5, 0.9)), ("d", 101, (0.5,))):
+        for tau in taus:
+            yield f"coverage grid {col} ({cg.SHAPES[col]})", coins, table[col].to_numpy(), 1.0, tau, "grid"
+    m = np.minimum((table["m"].to_numpy() / 100 * 65536).astype(np.int64), 65535)
+    yield "coverage grid m (bimodal, continuous)", 65536, m, 1.0, 0.5, "grid"
     rng = np.random.default_rng(7)   # continuous columns: 2^16 buckets (the default resolution)
     yield "lognormal (continuous)", 65536, np.minimum((np.exp(rng.normal(0, 1, 10_000)) / 20 * 65536).astype(int), 65535), 1.0, 0.5, "smooth"
     rng = np.random.default_rng(8)
@@ -91,7 +98,7 @@ def main(reps: int = 300, only: str = "") -> None:
             row.update(run_cell(coins, x, eps, tau, mechanism, reps))
             rows.append(row)
             print(row, flush=True)
-    with open(HERE / "quantile_discrete.csv", "w", newline="") as fh:
+    with open(HERE / f"quantile_discrete{'_' + only.split()[0] if only else ''}.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
