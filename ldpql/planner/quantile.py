@@ -300,7 +300,8 @@ def _derive(tau: float, space: CoinSpace, kind: str, column: str = "") -> Callab
             alpha = shown_rank_error(answer, tau, sigma, z)
             answer.extra["rank_error"] = alpha
             if alpha > z * sigma * 1.05:   # (only where the release shows values holding many users)
-                notes.append(f"the {tau:g}-quantile of {column}: rank error ±{alpha:.3g} ({confidence:.0%}), the predicted "
+                notes.append(f"the {tau:g}-quantile of {column} ({float(answer.values[0]):g}): rank error ±{alpha:.3g} "
+                             f"({confidence:.0%}), the predicted "
                              f"±{z * sigma:.3g} plus what the values next to the answer hold, as the release "
                              f"estimates it")
         return Estimate(answer.values, answer.stderr, "; ".join(n for n in notes if n), answer.extra, (low, high),

@@ -240,7 +240,8 @@ def test_a_result_shows_the_widened_rank_error_and_explain_says_what_the_predict
     explain = con.sql("EXPLAIN SELECT LDP_MEDIAN(x) FROM t EPSILON 1").render()
     assert "predicted rank error (fraction of users) ±0.0451 (95%, calibrated); it assumes no value near q" in explain
     res = con.sql("SELECT LDP_MEDIAN(x) FROM t EPSILON 1")
-    note = next(n for n in res.notes if n.startswith("the 0.5-quantile of x: rank error ±"))
+    value = res.fetchone()[0]
+    note = next(n for n in res.notes if n.startswith(f"the 0.5-quantile of x ({value:g}): rank error ±"))
     alpha = float(note.split("±")[1].split()[0])
     assert 0.0451 * 1.05 < alpha <= 0.5, note
 
