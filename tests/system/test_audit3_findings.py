@@ -209,30 +209,41 @@ def test_calibrated_interval_covers_at_a_low_quantile():
     assert row["coverage"] >= 0.95 - 3 * (0.95 * 0.05 / 80) ** 0.5, row   # 0.877
 
 
-@pytest.mark.xfail(strict=True, reason="on a Zipf-like integer column (zipf(1.3) - 1 capped at 1000, INTEGER 0..1000, "
-                                       "n = 5,000, ε = 1, τ = 0.5, the planner's BayeSS) the rank error is within the "
-                                       "predicted ±0.0451 (95%) in 73.5% of 200 runs (in-memory driver; 66.5% through "
-                                       "SQL) and within the 90% prediction equally often. Left (honest, 2026-11-24): not "
-                                       "an off-by-one at atoms (three atoms 40/20/40% at ε = 4: 60 of 60 runs exact) "
-                                       "nor the domain's edge (the column shifted by 495: 68%); the answers spread "
-                                       "over the values 3..10 around the median 4, so BayeSS is noisier in rank on "
-                                       "this shape than its calibrated σ says, which a data-independent prediction "
-                                       "cannot see; docs/quantiles.md now says so instead of 'conservative'. "
-                                       "Measured 2026-11-25 (examples/regret_shapes.py --part zipf): zipf(1.3) needs σ "
-                                       "x1.48-2.04 at 4 of 5 (n, ε, τ) cells, four smooth shapes x0.79-1.23 at the same "
-                                       "cells: a σ that covers here over-covers every smooth shape (±3.2σ or more)")
-def test_predicted_rank_error_covers_on_zipf_data():
+def test_shown_rank_error_covers_on_zipf_data():
+    """A Zipf-like integer column (zipf(1.3) - 1 capped at 1000, INTEGER 0..1000, n = 5,000, ε = 1, τ = 0.5, the
+    planner's BayeSS): the calibrated ±1.96σ = ±0.0451 held in 73.5% of 200 runs. Cause (measured,
+    examples/audit8_accuracy/quantile_discrete.py): the values near the median hold 2-3% of the users each and
+    BayeSS's last stage (NaiveNBS over its kept coins with ~10% of the users) lands a few values off, which on
+    smooth data costs little rank and here costs several values' share. The result now shows ±1.96σ plus 3 times
+    the share per value near the answer that the release itself estimates (0.95 at 300 runs; smooth and
+    continuous columns 0-4 points wider, in quantile_discrete.csv)."""
     from ldpql.mechanisms.quantile import CoinSpace, bayess_protocol
-    from ldpql.planner.quantile import BAYESS_ROUNDS, Z95, sigma_bayess
+    from ldpql.planner.quantile import BAYESS_ROUNDS, Z95, shown_rank_error, sigma_bayess
     from ldpql.simulation import simulate
 
     x = np.minimum(np.random.default_rng(11).zipf(1.3, 5000) - 1, 1000)
-    alpha = Z95 * sigma_bayess(1.0, 5000, 1001, 0.5)
-    errors = [rank_error(x, int(simulate(bayess_protocol(CoinSpace(1001), 1.0, 0.5, max_rounds=BAYESS_ROUNDS)(5000),
-                                         np.random.default_rng([3, i]), coins=x).extra["coin"]), 0.5)
-              for i in range(200)]
-    within = np.mean(np.array(errors) <= alpha)
-    assert within >= 0.95 - 3 * (0.95 * 0.05 / 200) ** 0.5, within   # 0.904
+    sigma = sigma_bayess(1.0, 5000, 1001, 0.5)
+    alone = shown = 0
+    for i in range(200):
+        answer = simulate(bayess_protocol(CoinSpace(1001), 1.0, 0.5, max_rounds=BAYESS_ROUNDS)(5000),
+                          np.random.default_rng([3, i]), coins=x)
+        error = rank_error(x, int(answer.extra["coin"]), 0.5)
+        alone += error <= Z95 * sigma
+        shown += error <= shown_rank_error(answer, 0.5, sigma, Z95)
+    assert alone / 200 <= 0.85, alone                                        # the cause: ±1.96σ alone (0.735)
+    assert shown / 200 >= 0.95 - 3 * (0.95 * 0.05 / 200) ** 0.5, shown      # 0.904
+
+
+def test_a_result_shows_the_widened_rank_error_and_explain_says_what_the_prediction_assumes():
+    x = np.minimum(np.random.default_rng(11).zipf(1.3, 5000) - 1, 1000)
+    con = connect({"x": x}, {"x": {"between": (0, 1000), "integer": True}}, budget=10, seed=3)
+    explain = con.sql("EXPLAIN SELECT LDP_MEDIAN(x) FROM t EPSILON 1").render()
+    assert "predicted rank error (fraction of users) ±0.0451 (95%, calibrated); it assumes no value near q" in explain
+    res = con.sql("SELECT LDP_MEDIAN(x) FROM t EPSILON 1")
+    value = res.fetchone()[0]
+    note = next(n for n in res.notes if n.startswith(f"the 0.5-quantile of x ({value:g}): rank error ±"))
+    alpha = float(note.split("±")[1].split()[0])
+    assert 0.0451 * 1.05 < alpha <= 0.5, note
 
 
 def test_explain_of_a_bound_only_statement_says_nothing_will_be_spent():

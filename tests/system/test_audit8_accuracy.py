@@ -295,18 +295,42 @@ def test_bayess_weight_picks_naive_nbs_on_a_small_domain_and_that_is_better():
     assert res["naive_nbs"][0] <= 1.25 * res["bayess"][0], res
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "MEDIUM: on small integer domains, where the B weight now picks NaiveNBS, the shown 95% rank error (±1.96σ) "
-    "under-covers on smooth shapes: 400 runs, INTEGER 0..30, n = 20,000, ε = 0.5, median, normal shape: NaiveNBS "
-    "within in 0.825 (needs 2.30σ), BayeSS 0.80; INTEGER 0..50, n = 10^4, ε = 1, lognormal: NaiveNBS 0.843 (2.41σ), "
-    "BayeSS 0.768; 0..50, n = 2,000, ε = 2, τ = 0.25: 0.895 / 0.86; 0..500, n = 50,000, ε = 2, τ = 0.1: NaiveNBS "
-    "0.905-0.918. A coin holds 2-9% of the users there, so one coin off is beyond ±1.96σ (the choice is better, "
-    "the prediction is not; quantile_within.csv)"))
+def _shown_within(coins: int, x: np.ndarray, eps: float, tau: float, reps: int) -> dict[str, tuple[float, float]]:
+    """Per search (forced): the share of runs whose rank error (τ's distance to the answer's rank interval
+    [F(v-1), F(v)]) is within the calibrated ±1.96σ alone, and within the rank error the result shows."""
+    import quantile_grid as qg
+
+    from ldpql.simulation import simulate
+    hist = np.bincount(x, minlength=coins)
+    n, cdf = int(hist.sum()), np.cumsum(hist) / len(x)
+    out = {}
+    for c in qg.candidates(coins, tau):
+        if c.mechanism not in ("bayess", "naive_nbs"):
+            continue
+        sigma, alone, shown = c.predict(eps, n), 0, 0
+        for t in range(reps):
+            answer = simulate(c.protocol(eps)(n), np.random.default_rng([29, t]), hist=hist).extra["answers"][tau]
+            v = int(answer.extra["coin"])
+            error = max(0.0, (cdf[v - 1] if v else 0.0) - tau, tau - cdf[v])
+            alone += error <= planner.Z95 * sigma
+            shown += error <= planner.shown_rank_error(answer, tau, sigma, planner.Z95)
+        out[c.mechanism] = (alone / reps, shown / reps)
+    return out
+
+
 def test_shown_rank_error_covers_on_a_small_domain():
+    """INTEGER 0..30, n = 20,000, ε = 0.5, the median of a normal shape: a value holds up to 9% of the users, so
+    an answer one value off is beyond the calibrated ±1.96σ (±0.038), which held in 0.825 of 400 runs for NaiveNBS
+    (BayeSS 0.80; examples/audit8_accuracy/quantile_within.csv). The result now shows ±1.96σ plus what the values
+    next to the answer hold as its own release estimates it (examples/audit8_accuracy/quantile_discrete.csv: both
+    1.000 at 300 runs here; the other small-domain cells 0.978-1.000, smooth columns within 0.5-4 points of before).
+    Scored, as before, by τ's distance to the answer's rank interval [F(v-1), F(v)]: an answer whose value holds
+    τ's rank is exact."""
     rng = np.random.default_rng([5, 20_000, 31])
     x = np.clip(np.rint(rng.normal(50, 15, 20_000) * 30 / 100), 0, 30).astype(np.int64)
-    res = _candidates(31, x, 0.5, 0.5, 150)
-    assert res["naive_nbs"][1] >= 0.93, res
+    res = _shown_within(31, x, 0.5, 0.5, 150)
+    assert res["naive_nbs"][0] <= 0.90, res                    # the cause: ±1.96σ alone (0.825 at 400 runs)
+    assert res["naive_nbs"][1] >= 0.93 and res["bayess"][1] >= 0.93, res
 
 
 @pytest.mark.xfail(strict=True, reason=(

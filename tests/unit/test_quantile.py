@@ -18,8 +18,8 @@ from ldpql.mechanisms.oue import OUE
 from ldpql.mechanisms.quantile_histogram import histogram_protocol, oracle, prefix_variance, read_out
 from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha_update, bayess_guard, bayess_protocol,
                                        bayess_split, bracket, capacity_quantile, edges, exact_protocol,
-                                       likelihood_ratios, nbs_protocol, nbs_steps, padded_protocol, padding_users,
-                                       reduce_visits, several, split_evenly)
+                                       likelihood_ratios, local_share, nbs_protocol, nbs_steps, padded_protocol,
+                                       padding_users, reduce_visits, several, split_evenly)
 from ldpql.mechanisms.rr import RandomizedResponse
 from ldpql.simulation import simulate
 from ldpql.mechanisms.shuffle import (clone_delta, code_epsilon0, feldman_cap, feldman_central, generic_weights,
@@ -130,6 +130,21 @@ def test_reduce_visits_keeps_rounded_linear_quantiles():
     expect = np.unique(np.rint(np.quantile(np.arange(100), np.minimum(np.arange(1, 14) / 13, 1))))
     assert np.array_equal(kept, expect) and len(kept) <= 13
     assert np.array_equal(reduce_visits([5, 9], [3, 1], 0.5), [5, 9])
+
+
+def test_local_share_reads_what_the_values_near_the_answer_hold():
+    """From a search's questions alone: values holding 4-9% each (an INTEGER 0..30 normal column) read as their
+    average over the asked coins, a smooth CDF (0.1% per value) as about 0, and pure noise around a flat CDF mostly as 0 (its squared noise is subtracted)."""
+    atoms = [Question(c, f, 4000, 1e-6) for c, f in ((7, 0.046), (11, 0.219), (13, 0.372), (14, 0.456), (15, 0.542))]
+    assert 0.055 < local_share(atoms, 15, 6) < 0.07   # (0.542 - 0.046) / 8 = 0.062 over coins 7..15
+    smooth = [Question(c, 0.5 + 0.001 * (c - 500), 4000, 1e-3) for c in (380, 440, 470, 485, 492, 496, 498, 499, 500)]
+    assert local_share(smooth, 500, 6) < 0.002
+    rng = np.random.default_rng(4)
+    noise = [[Question(c, 0.5 + rng.normal(0, 0.03), 1000, 0.03 ** 2) for c in (497, 498, 499, 500, 502, 504)]
+             for _ in range(200)]
+    shares = np.array([local_share(q, 500, 6) for q in noise])
+    assert np.mean(shares == 0) > 0.5 and np.mean(shares) < 0.01, (np.mean(shares == 0), np.mean(shares))
+    assert local_share(atoms[:1], 7, 6) == 0.0
 
 
 def test_bracket_pools_questions_and_covers():
