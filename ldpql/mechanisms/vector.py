@@ -232,6 +232,26 @@ def present_variance(kind: str, epsilon: float, d: int, n: int, t: int | None = 
     return per / ((pt - pf) ** 2 * max(n, 1))
 
 
+def total(release: Estimate, j: int, confidence: float = 0.95) -> Estimate:
+    """Column j's sum from a joint release (post-processing): over the users with a value where the column skips
+    NULLs, n(hi·f̂₊ + lo·f̂₋) = n(mid·x̲̂_j + half·x̄̂_j) with its standard error from the ratio parts' covariance (the
+    rounded signs are hi or lo, so this is unbiased, as for one column); else n × the mean. ``confidence`` is unused."""
+    scales, ratio, have = release.extra.get("scales"), release.extra.get("ratio"), release.extra.get("have")
+    if scales is None:   # no users
+        return Estimate(np.full(1, np.nan), np.full(1, np.nan), note=release.note)
+    lows, highs, n = scales
+    half, mid = (highs[j] - lows[j]) / 2, (highs[j] + lows[j]) / 2
+    mean, se = float(release.values[j]), float(release.stderr[j])
+    if have is not None:   # noise off: the skipped column's mean is over its users with a value
+        return Estimate(np.array([have[j] * mean if have[j] else 0.0]), np.zeros(1))
+    if ratio is None or np.isnan(ratio[j]).any():
+        return Estimate(np.array([n * mean]), np.array([n * se]), step=n * float(release.extra["steps"][j]))
+    num, den, var_num, var_den, cov = (float(v) for v in ratio[j])
+    var = mid * mid * var_den + half * half * var_num + 2 * mid * half * cov
+    return Estimate(np.array([n * (mid * den + half * num)]), np.array([n * math.sqrt(max(var, 0.0))]),
+                    step=max(abs(lows[j]), abs(highs[j])) * float(release.extra["count_step"]))
+
+
 def count(release: Estimate, j: int, confidence: float = 0.95) -> Estimate:
     """Column j's number of users with a value, SQL's COUNT(x), from a joint release (post-processing): n·x̲̂_j with
     standard error n·sd(x̲̂_j) from the release's covariance (a skipped column's ratio parts), exact with the noise

@@ -40,12 +40,13 @@ from ldpql.mechanisms.vector import (
     optimal_t,
     predicted_variance,
     present_variance,
+    total,
     vector_round,
 )
 from ldpql.planner.plan import Candidate
 
 MEANS = ("LDP_MEAN", "LDP_AVG")
-COUNT = "LDP_COUNT"
+COUNT, SUM = "LDP_COUNT", "LDP_SUM"
 NOTE = "one report per user for every column, at the full ε (no split)"
 SHUFFLED = "one shuffled report per user for every column, at the amplified ε₀ (no split)"
 
@@ -71,11 +72,11 @@ def _skips(a, dom: NumericDomain) -> bool:
 
 
 def _what(ctx, a) -> str | None:
-    """'mean' for LDP_AVG/LDP_MEAN over a bounded numeric column, 'count' for LDP_COUNT(column) over one (SQL's
-    COUNT(x): the users with a value), else None (no joint release can answer it)."""
+    """'mean' for LDP_AVG/LDP_MEAN over a bounded numeric column, 'sum' for LDP_SUM over one, 'count' for
+    LDP_COUNT(column) over one (SQL's COUNT(x): the users with a value), else None (no joint release answers it)."""
     name, args = a.call.name.upper(), a.call.args
-    if name in MEANS and a.target.column is not None and a.target.encoding.size is None:
-        col, what = a.target.column, "mean"
+    if name in MEANS + (SUM,) and a.target.column is not None and a.target.encoding.size is None:
+        col, what = a.target.column, "mean" if name in MEANS else "sum"
     elif name == COUNT and not a.call.star and len(args) == 1 and isinstance(args[0], ast.ColumnRef):
         col, what = args[0].name, "count"
     else:
@@ -89,14 +90,14 @@ def _what(ctx, a) -> str | None:
 
 
 def _eligible(ctx) -> list | None:
-    """The aggregates of a statement that could share one report (every aggregate that runs is a mean or a non-NULL
-    count of a bounded column, at least two, at least one mean, none with its own epsilon => or mechanism =>; a
-    count only without ACCURACY, whose one ±a cannot bound a mean and a count at once), or None."""
+    """The aggregates of a statement that could share one report (every aggregate that runs is a mean, a sum or a
+    non-NULL count of a bounded column, at least two, at least one mean, none with its own epsilon => or mechanism
+    =>; a sum or a count only without ACCURACY, whose one ±a cannot bound answers in two units), or None."""
     runs = [a for a in ctx.aggregates if a.source is None]
     whats = [_what(ctx, a) for a in runs]
     if len(runs) < 2 or None in whats or "mean" not in whats:
         return None
-    if "count" in whats and ctx.select.accuracy is not None:
+    if set(whats) != {"mean"} and ctx.select.accuracy is not None:
         return None
     return runs
 
@@ -108,7 +109,7 @@ def _columns(ctx, runs) -> tuple[list[Column], list[int]]:
     where = []
     for a in runs:
         counted = _what(ctx, a) == "count"
-        col = ctx.table.column(a.call.args[0].name if counted else a.target.column)
+        col = ctx.table.column(a.call.args[0].name if counted else a.target.column)   # (a sum: as its mean)
         dom = col.domain
         skip = counted or _skips(a, dom)
         if (col.name, skip) not in cols:
@@ -124,14 +125,17 @@ def _columns(ctx, runs) -> tuple[list[Column], list[int]]:
 def aggregate_se(kind: str, eps0: float, cols: list[Column], j: int, what: str, n: int) -> float:
     """The predicted standard error of one aggregate of a joint release at ε₀ over n users, worst case over the
     data: an unconditional mean's (A/n at a mean of 0), a conditional mean's (over every value, every user holding
-    one, as for one column), a count's n·sd(x̲̂_j) (at a share of 0 or 1)."""
-    d = len(cols)
+    one, as for one column), a count's n·sd(x̲̂_j) (at a share of 0 or 1); a sum's n times its mean's, or over the
+    users with a value its own (every user holding one value, the worst of a grid, as for one column)."""
+    d, c = len(cols), cols[j]
     if what == "count":
         return n * math.sqrt(present_variance(kind, eps0, d, n))
-    if not cols[j].skip:
-        return cols[j].half * math.sqrt(predicted_variance(kind, eps0, d, n))
+    scale = n if what == "sum" else 1
+    if not c.skip:
+        return scale * c.half * math.sqrt(predicted_variance(kind, eps0, d, n))
     pt, pf = collision.rates(eps0, d, optimal_t(kind, eps0, d))
-    return cols[j].half * math.sqrt(worst_variance(pt, pf, "mean", -1.0, 1.0) / max(n, 1))
+    low, high = (c.mid - c.half, c.mid + c.half) if what == "sum" else (-1.0, 1.0)
+    return scale * (1 if what == "sum" else c.half) * math.sqrt(worst_variance(pt, pf, what, low, high) / max(n, 1))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -186,6 +190,10 @@ def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float 
         lines = [(f"joint       {kind}: one report of d = s = {d} signs per user (each column's x' rounded to ±1 "
                   f"with P[+1] = (1 + x')/2 on the device), t = {t}, ε = {e0:.4g}"),
                  f"per column  predicted (95%, worst case): {per}"]
+        sums = [j for j, what in wants if what == "sum"]
+        if sums:
+            lines.append("sums        from the same report, predicted (95%, worst case): " + ", ".join(
+                f"{cols[j].name} ±{1.959964 * aggregate_se(kind, e0, cols, j, 'sum', n):.4g}" for j in sums))
         counts = [j for j, what in wants if what == "count"]
         if counts:
             lines.append("counts      users with a value, n·x̲̂ from the same report, predicted (95%, worst case): "
@@ -240,6 +248,10 @@ def _convert(ctx, runs, choice: tuple[str, str], cols: list[Column], where: list
             a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: count(est, j, conf),
                                            derived=f"n × the share with a value of column {j + 1} ({cols[j].name}) "
                                                    f"of the joint {choice[0]} report")
+        elif what == "sum":
+            a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: total(est, j, conf),
+                                           derived=f"the sum of column {j + 1} ({cols[j].name}) of the joint "
+                                                   f"{choice[0]} report")
         else:
             a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: column(est, j, conf),
                                            derived=f"column {j + 1} ({cols[j].name}) of the joint {choice[0]} report")

@@ -73,11 +73,12 @@ def test_the_planner_takes_one_report_exactly_where_it_predicts_less_than_the_sp
 
 
 def test_the_count_interval_covers_and_its_error_is_within_its_worst_case_prediction():
-    """100 seeded runs at n = 2,000: the count's 95% interval covers COUNT(x) in at least 88% of them (3 binomial
-    sd below 95%), and its RMSE is at most its predicted worst-case se (measured 0.93 of it at n = 3,000) and not
-    far below (the worst case is at a share of 0 or 1; here it is 0.6)."""
+    """100 seeded runs at n = 2,000: the count's and the sum's 95% intervals cover COUNT(x) and SUM(x) in at least 88%
+    of them (3 binomial sd below 95%), and the count's RMSE is at most its predicted worst-case se (measured 0.93 of
+    it at n = 3,000) and not far below (the worst case is at a share of 0 or 1; here it is 0.6)."""
     con = _con(2000, seed=5)
-    rows = con.sql(f"EVALUATE {JOINT} REPEAT 100").fetchall()
+    rows = con.sql(f"EVALUATE {JOINT.replace('LDP_COUNT(x)', 'LDP_COUNT(x), LDP_SUM(x)')} REPEAT 100").fetchall()
+    assert [r[0] for r in rows] == ["ldp_avg_x", "ldp_avg_y", "ldp_count_x", "ldp_sum_x"]
     count = next(r for r in rows if r[0] == "ldp_count_x")
     assert count[7] >= 0.88 and all(r[7] >= 0.88 for r in rows), [r[7] for r in rows]
     text = str(con.sql("EXPLAIN " + JOINT))
@@ -85,15 +86,16 @@ def test_the_count_interval_covers_and_its_error_is_within_its_worst_case_predic
     assert 0.6 < count[6] / predicted < 1.15, (count[6], predicted)
 
 
-def test_noise_off_equals_duckdb_count_and_avg():
+def test_noise_off_equals_duckdb_count_avg_and_sum():
     n = 2000
     con = _con(n, seed=3)
-    got = con.sql("SELECT g, LDP_AVG(x), LDP_COUNT(x), LDP_AVG(y), LDP_COUNT(y) FROM t GROUP BY g EPSILON INF "
-                  "OPTIONS (mechanism = 'collision')").fetchall()
+    got = con.sql("SELECT g, LDP_AVG(x), LDP_COUNT(x), LDP_AVG(y), LDP_COUNT(y), LDP_SUM(x), "
+                  "LDP_SUM(y, nulls => 'midpoint') FROM t GROUP BY g EPSILON INF OPTIONS (mechanism = 'collision')"
+                  ).fetchall()
     data = _data(n, seed=3)  # noqa: F841  (DuckDB reads the local variable `data` by name)
     nan = "CASE WHEN isnan({0}) THEN NULL ELSE {0} END".format
-    want = duckdb.sql(f"SELECT g, AVG({nan('x')}), COUNT({nan('x')}), AVG({nan('y')}), COUNT({nan('y')}) FROM data "
-                      "GROUP BY g ORDER BY g").fetchall()
+    want = duckdb.sql(f"SELECT g, AVG({nan('x')}), COUNT({nan('x')}), AVG({nan('y')}), COUNT({nan('y')}), "
+                      f"SUM({nan('x')}), SUM(COALESCE({nan('y')}, 5.0)) FROM data GROUP BY g ORDER BY g").fetchall()
     assert [r[0] for r in got] == [w[0] for w in want]
     for r, w in zip(got, want):
         assert r[1:] == pytest.approx(w[1:], rel=1e-12)
