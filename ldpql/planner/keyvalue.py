@@ -338,6 +338,10 @@ def shuffle_epsilon0(ctx: _Ctx, facts: PublicFacts) -> tuple[float | None, float
                         f"({max(left, 0.0):g} of its DELTA budget {ctx.table.budget_delta:g})", ctx.select,
                         hint="use a smaller DELTA, or model = 'local' (pure ε, no δ)")
     delta = ctx.delta or max(left, 0.0)
+    if delta <= 0 and model == "shuffle":
+        raise ctx.error(PlanError, f"model = 'shuffle' needs δ, and none is left on `{ctx.table.name}` (its DELTA "
+                        f"budget {ctx.table.budget_delta:g} is spent)", ctx.select,
+                        hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, or use model = 'local'")
     e0 = local_epsilon(ctx.epsilon, delta, facts.n, generic_weights) if 0 < delta and facts.n > 1 else ctx.epsilon
     if e0 > ctx.epsilon * (1 + MIN_GAIN):
         return e0, delta

@@ -83,3 +83,13 @@ def test_refusals_are_clear_and_change_nothing(n, delta, sql, message):
 def test_auto_shuffles_where_it_gains_and_stays_local_where_it_cannot():
     assert "model       shuffle" in str(_con(6000).sql("EXPLAIN " + SQL.format(e=0.5, m="auto")))
     assert "model       local" in str(_con(5).sql("EXPLAIN " + SQL.format(e=0.5, m="auto")))
+
+
+def test_once_the_delta_budget_is_spent_shuffle_is_refused_and_auto_stays_local():
+    con = _con(2000, delta=1e-6)
+    con.sql(SQL.format(e=0.5, m="shuffle"))   # spends all of δ
+    before = con.remaining_budget("ratings")
+    with pytest.raises(ldpql.PlanError, match="none is left") as e:
+        con.sql(SQL.format(e=0.5, m="shuffle").replace(" DELTA 1e-6", ""))
+    assert "ALTER TABLE" in e.value.hint and con.remaining_budget("ratings") == before and len(_queries(con)) == 1
+    assert "model       local" in str(con.sql("EXPLAIN " + SQL.format(e=0.5, m="auto").replace(" DELTA 1e-6", "")))
