@@ -61,7 +61,8 @@ def select(con, stmt: ast.Select, text: str, table, span: str) -> Result:
             con.ledger.log("evaluation", table.ledger_key, table.name, span)
         answers, n = release(con.backend, pop, p, con._entropy(p), seeded) if p.n else ({}, 0)
         return result(p, answers, n, 0.0, None, time.monotonic() - started, seeded)
-    charge = con.ledger.reserve(table.ledger_key, table.name, span, users, p.epsilon, p.where_sql, p.n)
+    charge = con.ledger.reserve(table.ledger_key, table.name, span, users, p.epsilon, p.where_sql, p.n, p.epsilon0,
+                                p.shuffle_delta)
     try:   # charge on touch: every statement here reads private values, so the charge stands from now on
         answers, n = release(con.backend, pop, p, con._entropy(p, charge=charge), seeded)
     except BaseException as e:  # noqa: BLE001  (charge on touch: any failure after the read keeps the charge)
@@ -83,7 +84,7 @@ def release(backend, pop: Population, p: KVPlan, entropy: int, seeded: bool) -> 
     if seeded and p.n <= CANONICAL_UNITS:   # reproducible whatever the backend's order (memory grows with the rows)
         batches = [_canonical(list(batches))]
     noisy = not math.isinf(p.epsilon)
-    r = KVCollision(p.epsilon, p.d, p.s, p.states) if noisy else None
+    r = KVCollision(p.local, p.d, p.s, p.states) if noisy else None   # (shuffle model: at ε₀)
     total, n, pairs = None, 0, []
     for users, keys, values in batches:
         ids, k, v = assemble(users, keys, values, p.s, rng)
@@ -157,7 +158,9 @@ def result(p: KVPlan, answers: dict, n: int, spent: float, left: float | None, e
             value, iv = _cell(answers[item.kind], j, item.kind, p, n) if item.kind in answers else (None, None)
             row.append(value), ivs.append(iv)
         rows.append(tuple(row)), intervals.append(ivs)
-    notes = [f"one Collision report per user for every key and aggregate (d = {p.d}, s = {p.s}, t = {p.t})"
+    shuffled = "" if p.epsilon0 is None else (f"; shuffled: users randomized at ε₀ = {p.epsilon0:.4g}, "
+                                              f"(ε_c, δ) = ({p.epsilon:g}, {p.shuffle_delta:g})")
+    notes = [f"one Collision report per user for every key and aggregate (d = {p.d}, s = {p.s}, t = {p.t}){shuffled}"
              if not math.isinf(p.epsilon) else "EPSILON INF: noise off, exact answers on the assembled rows",
              "sparsity: " + _caveat(p)] + list(p.notes) + ([PROJECTED] if p.postprocess == "capped_simplex" else [])
     low = [str(lab) for lab, note in zip(p.labels, answers["mean"].extra.get("notes", ()))

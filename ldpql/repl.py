@@ -145,7 +145,8 @@ STATEMENTS = {
               "one answer per declared key, every aggregate from one Collision report per user (Wang et al., "
               "\"Differentially Private Numerical Vector Analyses in the Local and Shuffle Model\", 2023); a user's "
               "rows of a key are averaged; a user with more than s keys sends a random s, which lowers counts and "
-              "sums of such users' keys by s/(their keys); no other statement runs on such a table")),
+              "sums of such users' keys by s/(their keys); no other statement runs on such a table; with a DELTA budget, "
+              "OPTIONS (model = 'shuffle') runs the report at the amplified ε₀ of the generic clone bound")),
     "SHOW": ("SHOW TABLES | SHOW BUDGET [t] | SHOW LEDGER [t]", "tables, budget left, every charge"),
     "DESCRIBE": ("DESCRIBE t", "columns, visibility and declared domains"),
     "USE": ("USE t", "the default table of statements without FROM"),

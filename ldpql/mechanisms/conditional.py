@@ -290,14 +290,20 @@ def protocol(r: Randomizer, encoding, what: str, low: float, high: float, popula
 @functools.lru_cache(maxsize=1024)
 def predicted_variance(epsilon: float, what: str, low: float, high: float, present: float = 1.0) -> float:
     """n × the largest variance of the answer (the mean's; the sum's and the count's per user, n = 1) over data
-    sets whose share of users with a value is ``present``: every user at one value v (a spread only lowers a fixed
-    population's variance), v on a grid of [−1, 1]."""
+    sets whose share of users with a value is ``present``, for :class:`CollisionMean` at ``epsilon``."""
     r = CollisionMean(epsilon)
+    return worst_variance(r.p_true, r.p_false, what, low, high, present)
+
+
+@functools.lru_cache(maxsize=4096)
+def worst_variance(p_true: float, p_false: float, what: str, low: float, high: float, present: float = 1.0) -> float:
+    """The same for any Collision coordinate with rates (P_t, P_f) (a joint release's column too): every user at
+    one value v (a spread only lowers a fixed population's variance), v on a grid of [−1, 1]."""
     worst = 0.0
     for v in np.linspace(-1, 1, 41):
         f = present * np.array([(1 + v) / 2, (1 - v) / 2])
         grad = gradient(what, f, 1, low, high)
-        worst = max(worst, float(grad @ covariance(r.p_true, r.p_false, f) @ grad))
+        worst = max(worst, float(grad @ covariance(p_true, p_false, f) @ grad))
     return worst
 
 

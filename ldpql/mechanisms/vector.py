@@ -216,7 +216,55 @@ def vector_round(randomizer: Randomizer, encoding: Encoding, halves: np.ndarray,
     extra = {"steps": randomizer.step(n) * halves, "scales": (mids - halves, mids + halves, n)}
     if skips.any() and isinstance(randomizer, VectorMeans):
         extra["ratio"] = np.where(skips[:, None], randomizer.conditional(reply.summary, n), np.nan)
+        extra["count_step"] = randomizer.step(n) * n
+    elif isinstance(randomizer, VectorIdentity):   # noise off: each column's number of users with a value
+        extra["have"] = np.asarray(reply.summary, dtype=float)[d:]
     return Estimate(halves * means + mids, halves * se, extra=extra)
+
+
+def present_variance(kind: str, epsilon: float, d: int, n: int, t: int | None = None) -> float:
+    """The largest Var x̲̂_j, the share of users with a value of one skipped column, over every data set (Collision:
+    a user's indicators of j₊ and j₋ are independent given its elements, so per user it is x̲(P_t(1 − P_t) −
+    P_f(1 − P_f)) + 2P_f(1 − P_f), over (P_t − P_f)², linear in x̲: largest at x̲ = 0 or 1; spec §2.5)."""
+    t = optimal_t(kind, epsilon, d) if t is None else t
+    pt, pf = collision.rates(epsilon, d, t)
+    per = max(pt * (1 - pt) - pf * (1 - pf), 0.0) + 2 * pf * (1 - pf)
+    return per / ((pt - pf) ** 2 * max(n, 1))
+
+
+def total(release: Estimate, j: int, confidence: float = 0.95) -> Estimate:
+    """Column j's sum from a joint release (post-processing): over the users with a value where the column skips
+    NULLs, n(hi·f̂₊ + lo·f̂₋) = n(mid·x̲̂_j + half·x̄̂_j) with its standard error from the ratio parts' covariance (the
+    rounded signs are hi or lo, so this is unbiased, as for one column); else n × the mean. ``confidence`` is unused."""
+    scales, ratio, have = release.extra.get("scales"), release.extra.get("ratio"), release.extra.get("have")
+    if scales is None:   # no users
+        return Estimate(np.full(1, np.nan), np.full(1, np.nan), note=release.note)
+    lows, highs, n = scales
+    half, mid = (highs[j] - lows[j]) / 2, (highs[j] + lows[j]) / 2
+    mean, se = float(release.values[j]), float(release.stderr[j])
+    if have is not None:   # noise off: the skipped column's mean is over its users with a value
+        return Estimate(np.array([have[j] * mean if have[j] else 0.0]), np.zeros(1))
+    if ratio is None or np.isnan(ratio[j]).any():
+        return Estimate(np.array([n * mean]), np.array([n * se]), step=n * float(release.extra["steps"][j]))
+    num, den, var_num, var_den, cov = (float(v) for v in ratio[j])
+    var = mid * mid * var_den + half * half * var_num + 2 * mid * half * cov
+    return Estimate(np.array([n * (mid * den + half * num)]), np.array([n * math.sqrt(max(var, 0.0))]),
+                    step=max(abs(lows[j]), abs(highs[j])) * float(release.extra["count_step"]))
+
+
+def count(release: Estimate, j: int, confidence: float = 0.95) -> Estimate:
+    """Column j's number of users with a value, SQL's COUNT(x), from a joint release (post-processing): n·x̲̂_j with
+    standard error n·sd(x̲̂_j) from the release's covariance (a skipped column's ratio parts), exact with the noise
+    off. ``confidence`` is unused (a normal interval from the standard error)."""
+    scales, ratio, have = release.extra.get("scales"), release.extra.get("ratio"), release.extra.get("have")
+    if scales is None:   # no users
+        return Estimate(np.full(1, np.nan), np.full(1, np.nan), note=release.note)
+    n = scales[2]
+    if have is not None:
+        return Estimate(np.array([float(have[j])]), np.zeros(1))
+    parts = ratio[j]
+    return Estimate(np.array([n * float(parts[1])]), np.array([n * math.sqrt(max(float(parts[3]), 0.0))]),
+                    step=float(release.extra["count_step"]))
 
 
 def column(release: Estimate, j: int, confidence: float = 0.95) -> Estimate:

@@ -1,15 +1,18 @@
-"""Several LDP_AVG/LDP_MEAN columns from one report per user: the joint release of Wang, Li, Li, Li, Yang, Yan,
-"Differentially Private Numerical Vector Analyses in the Local and Shuffle Model" (spec seed-003 §9, rules 1–3).
+"""Several LDP_AVG/LDP_MEAN columns (and the non-NULL counts LDP_COUNT(column) beside them) from one report per
+user: the joint release of Wang, Li, Li, Li, Yang, Yan, "Differentially Private Numerical Vector Analyses in the
+Local and Shuffle Model" (spec seed-003 §9, rules 1–3).
 
 Two planner rules. :func:`consider_joint_release` finds a statement whose aggregates are all means over private
-bounded columns (at least two); OPTIONS (mechanism = 'coco' | 'collision') makes them one joint release there
-and then. Otherwise, after :func:`~ldpql.planner.split_budget` has weighed splitting ε against splitting users,
+bounded columns, or means and counts of the users with a value of such columns (at least two aggregates, one a
+mean); OPTIONS (mechanism = 'coco' | 'collision') makes them one joint release there and then. Otherwise, after :func:`~ldpql.planner.split_budget` has weighed splitting ε against splitting users,
 :func:`choose_joint_release` predicts one CoCo report (unconditional means only) and one Collision report (any
-mean; the only one for a column whose NULLs are skipped, whose answer is a conditional mean), each user at the full
-ε with no split, and takes the joint release where its total relative variance Σ_j (se_j / se_j at the full ε
-and all users)² is below the chosen split's. The first mean runs the release; the others read their column of
-it (post-processing: ε charged once). Predictions are worst cases over the data (a coordinate's mean at 0), from
-public facts only.
+mean; the only one for a column whose NULLs are skipped, whose answer is a conditional mean, or whose non-NULL
+count is asked), each user at the full ε with no split, and takes the joint release where its total relative
+variance Σ_j (se_j / se_j at the full ε and all users)² is below the chosen split's. One mean runs the release;
+the other aggregates read their column of it (post-processing: ε charged once): a mean its (conditional) mean, a
+count n·x̲̂_j, Collision's estimate of the share of users with a value (spec §9: LDP_COUNT(x) = n·x̲̂). Predictions
+are worst cases over the data, from public facts only: an unconditional mean's at 0, a conditional mean's over
+every value with every user holding one, a count's at a share of 0 or 1.
 """
 
 from __future__ import annotations
@@ -23,21 +26,27 @@ import numpy as np
 from ldpql import expr as E
 from ldpql.catalog import NumericDomain
 from ldpql.errors import PlanError
-from ldpql.mechanisms import Encoding
+from ldpql.grammar import ast
+from ldpql.mechanisms import Encoding, collision
 from ldpql.mechanisms.base import EPSILON_CAP
+from ldpql.mechanisms.conditional import worst_variance
 from ldpql.mechanisms.shuffle import MIN_GAIN, local_epsilon, sparse_weights
 from ldpql.mechanisms.vector import (
     KINDS,
     VectorIdentity,
     VectorMeans,
     column,
+    count,
     optimal_t,
     predicted_variance,
+    present_variance,
+    total,
     vector_round,
 )
 from ldpql.planner.plan import Candidate
 
 MEANS = ("LDP_MEAN", "LDP_AVG")
+COUNT, SUM = "LDP_COUNT", "LDP_SUM"
 NOTE = "one report per user for every column, at the full ε (no split)"
 SHUFFLED = "one shuffled report per user for every column, at the amplified ε₀ (no split)"
 
@@ -62,30 +71,47 @@ def _skips(a, dom: NumericDomain) -> bool:
     return bool(nulls.skip) if nulls is not None else bool(getattr(dom, "skips_nulls", False))
 
 
-def _eligible(ctx) -> list | None:
-    """The mean aggregates of a statement that could share one report (every aggregate that runs is one, at
-    least two, none with its own epsilon => or mechanism =>), or None."""
-    runs = [a for a in ctx.aggregates if a.source is None]
-    if len(runs) < 2 or any(a.call.name.upper() not in MEANS or a.target.column is None for a in runs):
+def _what(ctx, a) -> str | None:
+    """'mean' for LDP_AVG/LDP_MEAN over a bounded numeric column, 'sum' for LDP_SUM over one, 'count' for
+    LDP_COUNT(column) over one (SQL's COUNT(x): the users with a value), else None (no joint release answers it)."""
+    name, args = a.call.name.upper(), a.call.args
+    if name in MEANS + (SUM,) and a.target.column is not None and a.target.encoding.size is None:
+        col, what = a.target.column, "mean" if name in MEANS else "sum"
+    elif name == COUNT and not a.call.star and len(args) == 1 and isinstance(args[0], ast.ColumnRef):
+        col, what = args[0].name, "count"
+    else:
         return None
-    for a in runs:
-        dom = ctx.table.column(a.target.column).domain
-        if not isinstance(dom, NumericDomain) or dom.gaussian is not None or a.target.encoding.size is not None:
-            return None
-        if _named(a.call, "epsilon") is not None or _named(a.call, "mechanism") is not None:
-            return None
+    dom = ctx.table.column(col).domain
+    if not isinstance(dom, NumericDomain) or dom.gaussian is not None:
+        return None
+    if _named(a.call, "epsilon") is not None or _named(a.call, "mechanism") is not None:
+        return None
+    return what
+
+
+def _eligible(ctx) -> list | None:
+    """The aggregates of a statement that could share one report (every aggregate that runs is a mean, a sum or a
+    non-NULL count of a bounded column, at least two, at least one mean, none with its own epsilon => or mechanism
+    =>; a sum or a count only without ACCURACY, whose one ±a cannot bound answers in two units), or None."""
+    runs = [a for a in ctx.aggregates if a.source is None]
+    whats = [_what(ctx, a) for a in runs]
+    if len(runs) < 2 or None in whats or "mean" not in whats:
+        return None
+    if set(whats) != {"mean"} and ctx.select.accuracy is not None:
+        return None
     return runs
 
 
 def _columns(ctx, runs) -> tuple[list[Column], list[int]]:
     """The distinct coordinates (a column under one NULL semantics: LDP_AVG(x) and LDP_AVG(x, nulls =>
-    'midpoint') are two, audit7n H1) and each aggregate's coordinate."""
+    'midpoint') are two, audit7n H1; a count's column has its NULLs skipped) and each aggregate's coordinate."""
     cols: dict[tuple[str, bool], Column] = {}
     where = []
     for a in runs:
-        col = ctx.table.column(a.target.column)
+        counted = _what(ctx, a) == "count"
+        col = ctx.table.column(a.call.args[0].name if counted else a.target.column)   # (a sum: as its mean)
         dom = col.domain
-        skip = _skips(a, dom)
+        skip = counted or _skips(a, dom)
         if (col.name, skip) not in cols:
             scaled = dom.scaled(col.name)
             if skip:   # a NULL (or a value that does not convert) is no element: NaN, not the midpoint
@@ -94,6 +120,22 @@ def _columns(ctx, runs) -> tuple[list[Column], list[int]]:
             cols[(col.name, skip)] = Column(col.name, (dom.high - dom.low) / 2, (dom.high + dom.low) / 2, skip, scaled)
         where.append(list(cols).index((col.name, skip)))
     return list(cols.values()), where
+
+
+def aggregate_se(kind: str, eps0: float, cols: list[Column], j: int, what: str, n: int) -> float:
+    """The predicted standard error of one aggregate of a joint release at ε₀ over n users, worst case over the
+    data: an unconditional mean's (A/n at a mean of 0), a conditional mean's (over every value, every user holding
+    one, as for one column), a count's n·sd(x̲̂_j) (at a share of 0 or 1); a sum's n times its mean's, or over the
+    users with a value its own (every user holding one value, the worst of a grid, as for one column)."""
+    d, c = len(cols), cols[j]
+    if what == "count":
+        return n * math.sqrt(present_variance(kind, eps0, d, n))
+    scale = n if what == "sum" else 1
+    if not c.skip:
+        return scale * c.half * math.sqrt(predicted_variance(kind, eps0, d, n))
+    pt, pf = collision.rates(eps0, d, optimal_t(kind, eps0, d))
+    low, high = (c.mid - c.half, c.mid + c.half) if what == "sum" else (-1.0, 1.0)
+    return scale * (1 if what == "sum" else c.half) * math.sqrt(worst_variance(pt, pf, what, low, high) / max(n, 1))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -106,10 +148,13 @@ def shuffle_epsilon0(kind: str, d: int, eps: float, delta: float, n: int) -> flo
     return local_epsilon(eps, delta, n, sparse_weights(d, lambda e0: optimal_t(kind, e0, d)))
 
 
-def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float = 0.0) -> Candidate:
-    """One joint release by ``kind`` (CoCo or Collision) over ``cols``; its prediction is column ``owner``'s.
-    With ``delta`` > 0 it is the shuffle-model release: users randomize at ε₀ (:func:`shuffle_epsilon0`)."""
+def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float = 0.0,
+                    wants: tuple[tuple[int, str], ...] = ()) -> Candidate:
+    """One joint release by ``kind`` (CoCo or Collision) over ``cols``; its prediction is column ``owner``'s mean.
+    ``wants`` lists the statement's (coordinate, 'mean' | 'count') answers (default: every column's mean), which
+    EXPLAIN shows. With ``delta`` > 0 it is the shuffle-model release: users randomize at ε₀ (:func:`shuffle_epsilon0`)."""
     d = len(cols)
+    wants = wants or tuple((j, "mean") for j in range(d))
     halves, mids = np.array([c.half for c in cols]), np.array([c.mid for c in cols])
     skips = np.array([c.skip for c in cols])
     encoding = Encoding(E.Vector(tuple(c.item for c in cols)), None, ", ".join(c.name for c in cols))
@@ -120,7 +165,7 @@ def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float 
         return shuffle_epsilon0(kind, d, eps, cand.delta, n) if cand.model == "shuffle" else eps
 
     def predict(eps: float, n: int) -> float:
-        return halves[owner] * math.sqrt(predicted_variance(kind, local(eps, n), d, n))
+        return aggregate_se(kind, local(eps, n), cols, owner, "mean", n)
 
     def protocol(eps: float):
         if math.isinf(eps):
@@ -139,20 +184,31 @@ def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float 
         if math.isinf(eps):
             return [f"joint       {d} columns read together (EPSILON INF: exact, NULLs as declared)"]
         e0 = local(eps, n)
-        t, sd = optimal_t(kind, e0, d), math.sqrt(predicted_variance(kind, e0, d, n))
-        per = ", ".join(f"{c.name} ±{1.959964 * c.half * sd:.4g}" for c in cols)
+        t = optimal_t(kind, e0, d)
+        per = ", ".join(f"{cols[j].name} ±{1.959964 * aggregate_se(kind, e0, cols, j, 'mean', n):.4g}"
+                        for j, what in wants if what == "mean")
         lines = [(f"joint       {kind}: one report of d = s = {d} signs per user (each column's x' rounded to ±1 "
                   f"with P[+1] = (1 + x')/2 on the device), t = {t}, ε = {e0:.4g}"),
                  f"per column  predicted (95%, worst case): {per}"]
+        sums = [j for j, what in wants if what == "sum"]
+        if sums:
+            lines.append("sums        from the same report, predicted (95%, worst case): " + ", ".join(
+                f"{cols[j].name} ±{1.959964 * aggregate_se(kind, e0, cols, j, 'sum', n):.4g}" for j in sums))
+        counts = [j for j, what in wants if what == "count"]
+        if counts:
+            lines.append("counts      users with a value, n·x̲̂ from the same report, predicted (95%, worst case): "
+                         + ", ".join(f"{cols[j].name} ±{1.959964 * aggregate_se(kind, e0, cols, j, 'count', n):.4g}"
+                                     for j in counts))
         if cand.model == "shuffle":
             alpha = d / (d * math.exp(e0) + t - d)
             lines.append(f"shuffle     users randomize at ε₀ = {e0:.4g}; shuffled, the reports are (ε_c, δ) = ({eps:g}, "
                          f"{cand.delta:g})-DP by the exact clone reduction at α_mix = s/Ω = {alpha:.4g} (Feldman, "
                          "McMillan and Talwar 2023, computed as in Wang et al. 2023)")
-        if skips.any():
-            lines.append("conditional " + ", ".join(c.name for c in cols if c.skip) + ": NULLs skipped, the mean over "
-                         "the users with a value (Collision's conditional mean), predicted as if every user had one: "
-                         "a column where a share p has one has about 1/p times this error")
+        skipped = [cols[j].name for j, what in wants if what == "mean" and cols[j].skip]
+        if skipped:
+            lines.append("conditional " + ", ".join(skipped) + ": NULLs skipped, the mean over the users with a "
+                         "value (Collision's conditional mean), predicted as if every user had one: a column where a "
+                         "share p has one has about 1/p times this error")
         return lines
 
     cand.predict, cand.protocol, cand.check, cand.describe = predict, protocol, check, describe
@@ -174,18 +230,31 @@ def _kinds(cols: list[Column]) -> list[str]:
 
 
 def _convert(ctx, runs, choice: tuple[str, str], cols: list[Column], where: list[int]) -> None:
-    """Make the mean of the widest column run the joint release (``choice`` = (kind, model) listed first) and every
-    other mean read its column of it: a column's error is its half-width times the same factor, so the owner's
-    prediction bounds every column's (what ACCURACY checks)."""
-    at = max(range(len(runs)), key=lambda i: cols[where[i]].half)   # (the first on ties)
+    """Make the mean with the largest predicted error run the joint release (``choice`` = (kind, model) listed
+    first) and every other aggregate read its column of it: a mean's error is its half-width times a factor of
+    the column's kind, so the owner's prediction bounds every mean's (what ACCURACY checks)."""
+    whats = [_what(ctx, a) for a in runs]
+    n, eps = max(ctx.facts.typical_n, 1), ctx.epsilon if math.isfinite(ctx.epsilon) else 1.0   # (INF: any ε ranks)
+    at = max((i for i, w in enumerate(whats) if w == "mean"),   # (the first on ties)
+             key=lambda i: aggregate_se(choice[0], eps, cols, where[i], "mean", n))
     owner, delta = runs[at], _delta(ctx)
+    wants = tuple(dict.fromkeys(zip(where, whats)))
     options = [(k, m) for k in _kinds(cols) for m in ("local", "shuffle") if m == "local" or delta > 0]
-    owner.candidates = [joint_candidate(k, cols, where[at], delta if m == "shuffle" else 0.0)
+    owner.candidates = [joint_candidate(k, cols, where[at], delta if m == "shuffle" else 0.0, wants)
                         for k, m in [choice] + [o for o in options if o != choice]]
     owner.epsilon, owner.users = ctx.epsilon, (0.0, 1.0)
-    for a, j in zip(runs, where):
-        a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: column(est, j, conf),
-                                       derived=f"column {j + 1} ({cols[j].name}) of the joint {choice[0]} report")
+    for a, j, what in zip(runs, where, whats):
+        if what == "count":
+            a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: count(est, j, conf),
+                                           derived=f"n × the share with a value of column {j + 1} ({cols[j].name}) "
+                                                   f"of the joint {choice[0]} report")
+        elif what == "sum":
+            a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: total(est, j, conf),
+                                           derived=f"the sum of column {j + 1} ({cols[j].name}) of the joint "
+                                                   f"{choice[0]} report")
+        else:
+            a.target = dataclasses.replace(a.target, derive=lambda est, conf, j=j: column(est, j, conf),
+                                           derived=f"column {j + 1} ({cols[j].name}) of the joint {choice[0]} report")
         if a is not owner:
             a.source, a.candidates = owner.index, []
     ctx.split = "single"
@@ -210,8 +279,9 @@ def consider_joint_release(ctx) -> None:
     if runs is None:
         raise ctx.error(PlanError, f"mechanism = '{wanted}' answers several LDP_AVG/LDP_MEAN columns from one report, "
                         "and this statement is not that", ctx.select,
-                        hint="use it on a statement of two or more LDP_AVG(column) over bounded private columns and "
-                             "nothing else (no epsilon => or mechanism => on them), or drop the option")
+                        hint="use it on a statement of two or more LDP_AVG(column) over bounded private columns, or "
+                             "LDP_AVG and LDP_COUNT(column), and nothing else (no epsilon => or mechanism => on them), "
+                             "or drop the option")
     cols, where = _columns(ctx, runs)
     if wanted == "coco" and any(c.skip for c in cols):
         raise ctx.error(PlanError, "CoCo gives unconditional means only, and the NULLs of "
@@ -239,9 +309,8 @@ def _options(ctx, cols: list[Column]) -> dict[tuple[str, str], float]:
 def _relative(ctx, kind: str, eps0: float, cols: list[Column], where: list[int], runs) -> float:
     """Σ over the aggregates of (joint se at ε₀ / best se at the full ε and all users)², the split's unit."""
     n, eps = ctx.facts.typical_n, ctx.epsilon
-    var = predicted_variance(kind, eps0, len(cols), n)
     full = [min((c.expected_se(eps, n) for c in a.candidates if not c.rejected), default=math.inf) for a in runs]
-    return sum(cols[j].half ** 2 * var / f ** 2 for j, f in zip(where, full))
+    return sum((aggregate_se(kind, eps0, cols, j, _what(ctx, a), n) / f) ** 2 for a, j, f in zip(runs, where, full))
 
 
 def _label(option: tuple[str, str], eps0: float, d: int) -> str:
@@ -266,7 +335,8 @@ def choose_joint_release(ctx) -> None:
     others = "; ".join(f"{_label(o, options[o], len(cols))} {v:.3g}" for o, v in costs.items() if o != best)
     asked = ctx.options.get("model") == "shuffle" and best[1] == "shuffle"
     if str(ctx.options.get("split", "auto")).lower() != "auto" or (costs[best] >= split and not asked):
-        ctx.split_note += f"; one {label} report per user for all {len(runs)} means would predict {costs[best]:.3g}"
+        what = "means" if all(_what(ctx, a) == "mean" for a in runs) else "aggregates"
+        ctx.split_note += f"; one {label} report per user for all {len(runs)} {what} would predict {costs[best]:.3g}"
         return
     _convert(ctx, runs, best, cols, where)
     ctx.split_note = (f"none: {SHUFFLED if best[1] == 'shuffle' else NOTE}; {label}: relative variance "

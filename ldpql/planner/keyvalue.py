@@ -9,7 +9,9 @@ the one GROUP BY column, private with a declared domain (``IN (...)`` or an inte
 LDP_COUNT(*), LDP_FREQUENCY(*), and LDP_AVG / LDP_MEAN / LDP_SUM of one private bounded value column; s is the
 table's SPARSITY or the statement's ``GROUP BY key SPARSITY s``, never read from data; t minimises Collision's total
 variance. Every other statement on such a table is refused: the row-based mechanisms would let a unit report once
-per row.
+per row. ``model = 'shuffle'`` (or 'auto' with δ left) runs the same report at the larger ε₀ whose n shuffled
+reports are (ε, δ)-DP by the exact clone reduction at the generic weight 1/(e^ε₀ + 1), valid for every ε₀-LDP
+randomizer (:func:`shuffle_epsilon0`); not at Collision's own s/Ω, which assumes exactly s elements per user.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
 from ldpql.mechanisms.base import EPSILON_CAP
 from ldpql.mechanisms.kv import kv_t, predicted_se
+from ldpql.mechanisms.shuffle import MIN_GAIN, generic_weights, local_epsilon
 from ldpql.papers import cite
 from ldpql.planner import PublicFacts, _error, check_option
 
 KINDS = {"LDP_COUNT": "count", "LDP_FREQUENCY": "frequency", "LDP_AVG": "mean", "LDP_MEAN": "mean", "LDP_SUM": "sum"}
 UNIT = {"count": "users", "frequency": "share of users", "mean": "value units", "sum": "value units"}
-ALLOWED_OPTIONS = ("confidence", "seed", "model", "mechanism", "epsilon", "postprocess")
+ALLOWED_OPTIONS = ("confidence", "seed", "model", "mechanism", "epsilon", "postprocess", "delta")
 PROJECTED = ("counts and frequencies projected onto {0 <= f <= 1, Σ f <= s} (postprocess = 'capped_simplex'): "
              "a smaller total error, no longer unbiased; each interval is the unprojected one, widened to hold the "
              "projected answer")
@@ -76,8 +79,8 @@ class KVPlan:
     notes: list[str] = field(default_factory=list)
     postprocess: str = "none"
     delta: float = 0.0
-    epsilon0 = None
-    shuffle_delta = 0.0
+    epsilon0: float | None = None    # shuffle model: the ε each user's randomizer runs at (None: local)
+    shuffle_delta: float = 0.0       # shuffle model: the δ charged
     asks_nobody = False
     accuracy = None
 
@@ -86,8 +89,13 @@ class KVPlan:
         return len(self.labels)
 
     @property
+    def local(self) -> float:
+        """The ε each user's randomizer runs at: ε₀ in the shuffle model, else the statement's ε."""
+        return self.epsilon if self.epsilon0 is None else self.epsilon0
+
+    @property
     def t(self) -> int:
-        return kv_t(min(self.epsilon, EPSILON_CAP), self.d, self.s, self.states)
+        return kv_t(min(self.local, EPSILON_CAP), self.d, self.s, self.states)
 
     @property
     def z(self) -> float:
@@ -97,7 +105,7 @@ class KVPlan:
         """Worst-case standard error per key of every kind (public facts only)."""
         if math.isinf(self.epsilon) or self.n == 0:
             return {}
-        return predicted_se(self.epsilon, self.d, self.s, self.states, self.n, self.low, self.high)
+        return predicted_se(self.local, self.d, self.s, self.states, self.n, self.low, self.high)
 
     def __str__(self) -> str:
         return "\n".join(explain_lines(self))
@@ -115,8 +123,9 @@ def explain_lines(p: KVPlan) -> list[str]:
         lines.append(f"├─ ledger      {p.ledger}")
     states = {1: "presence only", 2: "value rounded to ±1 on the device (P[+1] = (1 + v')/2)",
               3: "value rounded to ±1 on the device, or present without a value (a NULL value)"}[p.states]
-    lines += ["├─ model       local (pure ε-LDP); shuffle: not available for key-value statements",
-              (f"├─ mechanism * collision: one report per user for every key and aggregate, ε = {eps}, no split; "
+    lines += [_model(p),
+              (f"├─ mechanism * collision: one report per user for every key and aggregate, ε = "
+               f"{eps if p.epsilon0 is None else format(p.epsilon0, '.4g') + ' (ε₀)'}, no split; "
                f"d = {p.d} keys, s = {p.s} ({p.s_from}), t = {p.t}, {p.states} element(s) per key: {states}"),
               f"├─ paper       {cite('wang2023')}",
               f"├─ sparsity    {CAVEAT}"]
@@ -137,6 +146,17 @@ def explain_lines(p: KVPlan) -> list[str]:
                     "with a value has up to about 1/q times this, since the noise does not shrink with q)",
             "sum": "worst case: every user holds the key with a value at the worst value)"}[item.kind])
     return lines
+
+
+def _model(p: KVPlan) -> str:
+    if p.epsilon0 is None:
+        return "├─ model       local (pure ε-LDP)"
+    return (f"├─ model       shuffle: (ε_c, δ) = ({p.epsilon:g}, {p.shuffle_delta:g}) for the {p.n:,} shuffled reports; "
+            f"users randomize at ε₀ = {p.epsilon0:.4g}, the largest ε₀ whose shuffled reports are (ε_c, δ)-DP by the "
+            "exact clone reduction (Feldman, McMillan and Talwar 2023, computed as in Wang et al. 2023) at the generic "
+            f"weight 1/(e^ε₀ + 1) = {generic_weights(p.epsilon0)[0]:.4g}, valid for every ε₀-LDP randomizer; not at "
+            "Collision's s/Ω, which Wang et al. derive for users with exactly s elements, while a user with fewer keys "
+            "sends fewer (no padding)")
 
 
 def _budget(p: KVPlan) -> str:
@@ -163,6 +183,7 @@ class _Ctx:
     items: list[KVItem] = field(default_factory=list)
     value: str | None = None
     epsilon: float = 0.0
+    delta: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     def error(self, cls, message: str, node=None, hint: str | None = None, width: int = 1):
@@ -250,7 +271,7 @@ def _check_argument(ctx: _Ctx, e: ast.Call, kind: str) -> None:
 
 
 def resolve_options(ctx: _Ctx) -> None:
-    """Rule: the options a key-value statement accepts; shuffle is refused (no amplification wired here)."""
+    """Rule: the options a key-value statement accepts (model = 'shuffle' is planned by :func:`shuffle_epsilon0`)."""
     merged = {k: v for k, v in ctx.session.items() if k in ALLOWED_OPTIONS}
     for opt in ctx.select.options:
         if opt.name not in ALLOWED_OPTIONS:
@@ -263,9 +284,6 @@ def resolve_options(ctx: _Ctx) -> None:
             raise ctx.error(PrivacyError, "a seed makes the noise predictable, so it is honoured in evaluation mode "
                             "only", node, hint="open ldpql.connect(evaluation=True)")
         merged[key] = check_option(key, value, node, ctx.text)
-    if merged.get("model", "local") != "local":
-        raise ctx.error(PlanError, "key-value statements run in the local model only", ctx.select,
-                        hint="drop model = 'shuffle' (shuffle amplification of this release is not available yet)")
     if str(merged.get("mechanism", "collision")).lower() not in ("collision", "auto"):
         raise ctx.error(PlanError, f"key-value statements use Collision, not {merged['mechanism']!r}", ctx.select,
                         hint="drop the mechanism option or write mechanism = 'collision'")
@@ -286,10 +304,57 @@ def resolve_epsilon(ctx: _Ctx) -> None:
         raise ctx.error(PlanError, f"EPSILON {eps:g} is above the per-randomizer cap {EPSILON_CAP:g}", sel.epsilon,
                         hint=f"use EPSILON {EPSILON_CAP:g} or less")
     ctx.epsilon = float(eps)
+    ctx.delta = float(sel.delta.value) if sel.delta is not None else float(ctx.options.get("delta", 0.0))
+    if not 0 <= ctx.delta < 1:
+        raise ctx.error(PlanError, f"DELTA must be in [0, 1), not {ctx.delta:g}", sel, hint="for example DELTA 1e-8")
+
+
+def check_model(ctx: _Ctx) -> None:
+    """Rule: model = 'shuffle' needs a DELTA budget on the table and a finite ε (what is left is checked with the
+    public facts, :func:`shuffle_epsilon0`)."""
+    model = ctx.options.get("model", "local")
+    if model == "shuffle" and ctx.table.budget_delta <= 0:
+        raise ctx.error(PlanError, f"model = 'shuffle' needs a DELTA budget, and `{ctx.table.name}` has none",
+                        ctx.select, hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, or use "
+                                         "model = 'local'")
+    if model == "shuffle" and math.isinf(ctx.epsilon):
+        raise ctx.error(PlanError, "model = 'shuffle' needs a finite EPSILON (the central ε_c)", ctx.select,
+                        hint="EPSILON INF is noise off: drop model = 'shuffle'")
+
+
+def shuffle_epsilon0(ctx: _Ctx, facts: PublicFacts) -> tuple[float | None, float]:
+    """(ε₀, δ) of a shuffled statement, (None, 0) in the local model: the largest ε₀ whose n shuffled reports are
+    (ε_c, δ)-DP by the exact clone reduction at the generic weight α₁ = r = 1/(e^ε₀ + 1), which holds for any
+    ε₀-LDP randomizer (spec §5.5), verified at the final ε₀ (spec §5.4). Collision's own weight s/Ω (Theorem 5)
+    assumes exactly s elements per user; a key-value user with fewer keys sends fewer elements, so it is not
+    used. model = 'shuffle' is refused where no ε₀ gains over ε_c (too few users, or too small a δ); 'auto'
+    then stays local. δ: the statement's DELTA, else all the δ left on the table."""
+    model = ctx.options.get("model", "local")
+    left = ctx.table.budget_delta if facts.remaining_delta is None else facts.remaining_delta
+    if model == "local" or math.isinf(ctx.epsilon) or (model == "auto" and left <= 0) or facts.n == 0:
+        return None, 0.0
+    if ctx.delta > max(left, 0.0) * (1 + 1e-9):
+        raise ctx.error(PlanError, f"DELTA {ctx.delta:g} is more than the δ left on `{ctx.table.name}` "
+                        f"({max(left, 0.0):g} of its DELTA budget {ctx.table.budget_delta:g})", ctx.select,
+                        hint="use a smaller DELTA, or model = 'local' (pure ε, no δ)")
+    delta = ctx.delta or max(left, 0.0)
+    if delta <= 0 and model == "shuffle":
+        raise ctx.error(PlanError, f"model = 'shuffle' needs δ, and none is left on `{ctx.table.name}` (its DELTA "
+                        f"budget {ctx.table.budget_delta:g} is spent)", ctx.select,
+                        hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, or use model = 'local'")
+    e0 = local_epsilon(ctx.epsilon, delta, facts.n, generic_weights) if 0 < delta and facts.n > 1 else ctx.epsilon
+    if e0 > ctx.epsilon * (1 + MIN_GAIN):
+        return e0, delta
+    if model == "shuffle":
+        raise ctx.error(PlanError, f"shuffling {facts.n:,} reports gives no amplification at ε_c = {ctx.epsilon:g}, "
+                        f"δ = {delta:g} (ε₀ = {e0:.4g})", ctx.select,
+                        hint="shuffling needs many users (amplification grows about as √n): use model = 'local', or "
+                             "a larger DELTA or ε")
+    return None, 0.0
 
 
 RULES = (refuse_other_statements, check_public_where, check_key_domain, resolve_items, resolve_options,
-         resolve_epsilon)
+         resolve_epsilon, check_model)
 
 
 def check(select: ast.Select, table: Table, text: str, evaluation: bool = False, session: dict | None = None) -> _Ctx:
@@ -305,6 +370,7 @@ def plan_keyvalue(select: ast.Select, table: Table, facts: PublicFacts, session:
     """Plan a key-value statement from public facts only (``facts.n`` is the number of units after the WHERE)."""
     text = text or select.sql()
     ctx = check(select, table, text, evaluation, session)
+    epsilon0, delta = shuffle_epsilon0(ctx, facts)
     key_dom = table.column(ctx.key).domain
     labels = key_dom.labels if isinstance(key_dom, CategoricalDomain) else \
         tuple(int(key_dom.low) + i for i in range(key_dom.size))
@@ -326,7 +392,8 @@ def plan_keyvalue(select: ast.Select, table: Table, facts: PublicFacts, session:
                   min(s, len(labels)), "the statement's SPARSITY" if select.sparsity is not None else
                   "the table's SPARSITY", facts.n, ctx.items, ctx.options.get("confidence", 0.95),
                   ctx.options.get("seed"), select.where.sql() if select.where is not None else None,
-                  facts.remaining, facts.ledger, notes, ctx.options.get("postprocess", "none"))
+                  facts.remaining, facts.ledger, notes, ctx.options.get("postprocess", "none"), ctx.delta,
+                  epsilon0, delta)
 
 
 def key_expression(col: str, dom) -> E.Expr:

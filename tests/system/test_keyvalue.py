@@ -115,7 +115,7 @@ def test_explain_reads_no_private_value(con):
     ("SELECT movie, LDP_COUNT(*) FROM ratings WHERE rating > 3 GROUP BY movie EPSILON 1", ldpql.PrivacyError,
      "public columns"),
     ("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie EPSILON 1 OPTIONS (model = 'shuffle')",
-     ldpql.PlanError, "local model only"),
+     ldpql.PlanError, "needs a DELTA budget"),
     ("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie EPSILON 9", ldpql.BudgetExceededError, "remain"),
     ("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie SPARSITY 0 EPSILON 1", ldpql.PlanError, "at least 1"),
     ("SELECT movie, LDP_COUNT(*) FROM ratings GROUP BY movie EPSILON 1 OPTIONS (postprocess = 'simplex')",
