@@ -12,6 +12,7 @@ counts instead of one per round; disjoint intervals reach disjoint users, so no 
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Mapping
 
@@ -42,7 +43,8 @@ class SlicedUsers:
         self.base, self.values, self.rng, self.exact = base, np.asarray(values), rng, exact
         counts = np.asarray(counts, dtype=np.int64)
         self.n, self.asked = int(counts.sum()), 0
-        self.taken: list[tuple[float, float]] = []
+        self.taken: list[tuple[float, float]] = []   # sorted by start, disjoint: a search asks thousands of rounds
+        self.spent = 0.0                              # their summed widths, in the order they were taken
         self.drawn: dict[tuple[float, float], np.ndarray] = {}
         if self.n <= PERMUTE_LIMIT:
             self.users, self.left = rng.permutation(np.repeat(self.values, counts)), None
@@ -54,10 +56,12 @@ class SlicedUsers:
         s0, s1 = users
         if (s0, s1) in self.drawn:   # the same users again (their ε counted again by the driver's spend check)
             return self._histogram(encoding, self.drawn[(s0, s1)])
-        if any(a < s1 and s0 < b for a, b in self.taken):
+        i = bisect.bisect_left(self.taken, (s1, -math.inf))   # the taken parts starting before s1 end at [i - 1]
+        if i and self.taken[i - 1][1] > s0:
             raise InternalError("a round's users overlap an earlier round's without being the same users")
         m = self._size(s0, s1)
-        self.taken.append((s0, s1))
+        self.taken.insert(i, (s0, s1))
+        self.spent += s1 - s0
         if self.users is not None:
             mine = self.users[self.asked:self.asked + m]
         else:
@@ -77,7 +81,7 @@ class SlicedUsers:
         if self.exact:
             span = max(0, math.ceil(s1 * self.n - 0.5)) - max(0, math.ceil(s0 * self.n - 0.5))
             return min(span, self.n - self.asked)
-        free, remaining = 1.0 - sum(b - a for a, b in self.taken), self.n - self.asked
+        free, remaining = 1.0 - self.spent, self.n - self.asked
         return int(self.rng.binomial(remaining, min(1.0, (s1 - s0) / free))) if free > 0 and remaining else 0
 
     def _draw(self, m: int) -> np.ndarray:
