@@ -177,6 +177,12 @@ KEYABLE_UNITS = SparkDialect.INTEGERS | {   # unit types whose text Spark writes
     "TIMESTAMP", "BOOLEAN"}
 
 
+def _aware(v):
+    """A TIMESTAMP WITH TIME ZONE key as DuckDB gives it, time-zone aware: PySpark hands a TimestampType value
+    over naive, in the driver's local time."""
+    return v.astimezone() if v is not None else None
+
+
 def _keyable_unit(t: Table) -> str:
     """The privacy unit's column, where Spark writes its values' text as DuckDB does (the key is the md5 of that
     text: another text would be another user, and the per-user budget spent twice across backends, audit5 F3);
@@ -478,8 +484,10 @@ class SparkBackend(Backend):
             if not pop.group_by:
                 return [Cell((), int(df.count()))]
             cols = [F.col(SPARK.name(g)) for g in pop.group_by]
-            rows = df.groupBy(*cols).count().orderBy(*[c.asc_nulls_last() for c in cols]).collect()
-            return [Cell(tuple(r[:-1]), int(r[-1])) for r in rows]
+            grouped = df.groupBy(*cols).count().orderBy(*[c.asc_nulls_last() for c in cols])
+            aware = [type(f.dataType).__name__ == "TimestampType" for f in grouped.schema.fields[:-1]]
+            return [Cell(tuple(_aware(v) if tz else v for v, tz in zip(r[:-1], aware)), int(r[-1]))
+                    for r in grouped.collect()]
 
     def covered_users(self, pop: Population) -> np.ndarray | None:
         t = pop.table
