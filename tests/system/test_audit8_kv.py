@@ -327,15 +327,11 @@ def test_count_and_sum_intervals_cover_and_the_subsampling_factor_is_as_document
     assert np.mean(factor) == pytest.approx(0.5, abs=0.005)
 
 
-@pytest.mark.xfail(strict=True, reason="MEDIUM: 95% mean intervals that are NOT flagged low-confidence under-cover "
-                   "where a key is held by a few percent of the users: every value at the upper bound, 50% NULL, "
-                   "n = 20,000, d = 50, s = 1, 100 runs: 0.87 (grid, 200 runs: 0.82; 0.47-0.88 at d = 50 over the "
-                   "bound cells; 0.86-0.94 for spread values). The ratio is biased toward the middle where few users "
-                   "hold the key (a key 7% hold: mean estimate 4.04 for a truth of 5.00, spread 0.59) and the 3·sd(x̲̂) "
-                   "flag lets many such answers through unflagged. Since Fieller's interval (merged after this audit) the cell's "
-                   "unflagged answers cover 0.925 (172 of 186; 4,814 of the 5,000 answers are flagged) and all answers "
-                   "0.986: the remaining shortfall is the selection of unflagged answers by a high x̲̂, which also "
-                   "selects the numerator's noise (examples/fieller/README.md, 'What is not done')")
+# fixed (was a strict xfail, MEDIUM): 95% mean intervals NOT flagged low-confidence under-covered where a key is held
+# by a few percent of the users (every value at the upper bound, 50% NULL, n = 20,000, d = 50, s = 1, 100 runs: 0.925,
+# 172 of 186, with Fieller's interval; 0.87 before it). The flag (x̲̂ < 3·sd) selects releases with a high x̲̂, and
+# through Cov(x̄̂ − r·x̲̂, x̲̂) = Cov − r·Var x̲̂ (large at r = 1) the numerator's noise too. Unflagged answers now carry an
+# interval valid given that selection (conditional.selected_ratio_interval): 0.961 (172 of 179; 4,821 flagged).
 def test_unflagged_mean_intervals_cover():
     hit = []
     for ans, truth, _ in _runs("bound", runs=100, n=20_000, d=50):
