@@ -20,7 +20,8 @@ method; the conditional mean's interval is Fieller's for the ratio x̄/x̲ (:fun
 range when x̲̂ is not significantly above 0), since a delta-method interval around a ratio with a noisy
 denominator under-covers (0.72-0.88 at 95% just above the flag) and collapses to width 0 when f̂± both clip to 0.
 The ratio is biased when x̲̂ is small: the answer is flagged low-confidence when x̲̂ < 3·sd(x̲̂) (spec §8.22) or
-its interval is the whole range.
+its interval is the whole range. The flag reads x̲̂, so an unflagged answer's interval is valid given that it was
+not flagged (:func:`selected_ratio_interval`); a flagged one keeps Fieller's.
 
 :func:`split_protocol` is the other way the planner considers (an engine decision, not the paper's): two reports
 per user under sequential composition, a mean mechanism on x' with NULL as 0 and binary randomized response on
@@ -238,6 +239,9 @@ def ratio_interval(num: float, den: float, var_num: float, var_den: float, cov: 
     return max(-1.0, min((b - root) / a, clipped)), min(1.0, max((b + root) / a, clipped))
 
 
+BETA_SHARE = 0.1   # the hybrid's projection level β = α·BETA_SHARE
+
+
 def _selected_test(r: np.ndarray, num: float, den: float, sigma: np.ndarray, cut: float,
                    c: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For every r: (F, inside, touched). F is the CDF at the observed P(r) = num − r·den of its law under
@@ -274,7 +278,7 @@ def selected_ratio_interval(num: float, den: float, var_num: float, var_den: flo
     touch the band (far above the cut) it is Fieller's set (:func:`ratio_interval`). The accepted r on a grid of
     [−1, 1], its ends refined by bisection; it holds the clipped point num/den."""
     alpha = 1 - confidence
-    beta = alpha * 0.1
+    beta = alpha * BETA_SHARE
     c, level = float(ndtri(1 - beta / 2)), (alpha - beta) / (1 - beta)
     sigma = np.array([[var_num, cov], [cov, var_den]], dtype=float)
 
