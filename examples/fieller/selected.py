@@ -24,12 +24,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kv_coverage as kvc  # noqa: E402  (the ordinary key-value cells' data)
-from coverage import SHAPES, releases  # noqa: E402
+import kv_coverage as kvc  # the ordinary key-value cells' data
+from coverage import SHAPES, releases
 
-from ldpql.mechanisms.base import Estimate  # noqa: E402
-from ldpql.mechanisms.conditional import LOW_CONFIDENCE, answer, ratio_interval, with_interval  # noqa: E402
-from ldpql.mechanisms.kv import Coordinate, KVCollision, assemble, exact_answers, merge  # noqa: E402
+from ldpql.mechanisms.base import Estimate
+from ldpql.mechanisms.conditional import LOW_CONFIDENCE, answer, ratio_interval, with_interval
+from ldpql.mechanisms.kv import Coordinate, KVCollision, assemble, exact_answers
 
 OUT = Path(__file__).with_name("selected.csv")
 

@@ -242,16 +242,16 @@ def ratio_interval(num: float, den: float, var_num: float, var_den: float, cov: 
 BETA_SHARE = 0.1   # the hybrid's projection level β = α·BETA_SHARE
 
 
-def _selected_test(r: np.ndarray, num: float, den: float, sigma: np.ndarray, cut: float,
+def _selected_test(r: np.ndarray, num: float, den: float, sigma: np.ndarray, inv: np.ndarray, cut: float,
                    c: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For every r: (F, inside, touched). F is the CDF at the observed P(r) = num − r·den of its law under
     H₀: E num = r·E den given T(r) = (r, 1)·Σ⁻¹·(num, den) (independent of P, and sufficient for the unknown
     E den) and given the selection den ≥ ``cut``: N(0, Var P) truncated to the half-line of P that den = a·P + b·T
     ≥ cut leaves, and to the band |P| ≤ c·sd(P); ``inside`` is |P| ≤ c·sd(P) (Fieller's set at level β),
-    ``touched`` whether the half-line cuts into the band (else the selection says nothing about P)."""
+    ``touched`` whether the half-line cuts into the band (else the selection says nothing about P); ``inv`` is
+    Σ⁻¹ (a pseudo-inverse)."""
     vn, cv, vd = sigma[0, 0], sigma[0, 1], sigma[1, 1]
     var_p = np.maximum(vn - 2 * r * cv + r * r * vd, 1e-300)
-    inv = np.linalg.pinv(sigma)
     w0, w1 = inv[0, 0] * r + inv[0, 1], inv[1, 0] * r + inv[1, 1]     # T = w·(num, den)
     a, b = (cv - r * vd) / var_p, 1 / np.maximum(r * w0 + w1, 1e-300)  # den = a·P + b·T (b = 1/Var T)
     sd, p = np.sqrt(var_p), num - r * den
@@ -276,26 +276,29 @@ def selected_ratio_interval(num: float, den: float, var_num: float, var_den: flo
     β = α/10, the conditional test at level (α − β)/(1 − β) with P also truncated to that band; coverage given
     the selection between 1 − α and (1 − α)/(1 − β) for jointly normal estimates. Where the selection cannot
     touch the band (far above the cut) it is Fieller's set (:func:`ratio_interval`). The accepted r on a grid of
-    [−1, 1], its ends refined by bisection; it holds the clipped point num/den."""
+    [−1, 1], its ends refined on finer grids (to 2·10⁻⁹); it holds the clipped point num/den."""
     alpha = 1 - confidence
     beta = alpha * BETA_SHARE
     c, level = float(ndtri(1 - beta / 2)), (alpha - beta) / (1 - beta)
     sigma = np.array([[var_num, cov], [cov, var_den]], dtype=float)
+    inv = np.linalg.pinv(sigma)
 
-    def accept(r: np.ndarray) -> np.ndarray:
-        f, inside, _ = _selected_test(r, num, den, sigma, cut, c)
-        return inside & (f >= level / 2) & (f <= 1 - level / 2)
+    def accept(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, inside, touched = _selected_test(r, num, den, sigma, inv, cut, c)
+        return inside & (f >= level / 2) & (f <= 1 - level / 2), touched
 
     grid = np.linspace(-1.0, 1.0, 401)
-    ok = accept(grid)
-    if not np.any(_selected_test(grid, num, den, sigma, cut, c)[2] & ok) or not np.any(ok):
+    ok, touched = accept(grid)
+    if not np.any(touched & ok):   # nothing accepted, or the selection cannot touch the band: Fieller's set
         return ratio_interval(num, den, var_num, var_den, cov, float(ndtri(1 - alpha / 2)))
     i, j = np.flatnonzero(ok)[[0, -1]]
     inside, outside = grid[[i, j]], grid[[max(i - 1, 0), min(j + 1, len(grid) - 1)]]
-    for _ in range(30):   # each end between its last accepted and first rejected grid point
-        mid = (inside + outside) / 2
-        took = accept(mid)
-        inside, outside = np.where(took, mid, inside), np.where(took, outside, mid)
+    for _ in range(3):   # each end between its last accepted and first rejected point, on finer grids
+        fine = inside[:, None] + (outside - inside)[:, None] * np.linspace(0.0, 1.0, 129)
+        took = accept(fine.ravel())[0].reshape(fine.shape)
+        last = np.argmin(took, axis=1) - 1   # the last accepted before the first rejected (took[:, 0] is True)
+        last = np.where(took.all(axis=1), fine.shape[1] - 1, np.maximum(last, 0))
+        inside, outside = fine[[0, 1], last], fine[[0, 1], np.minimum(last + 1, fine.shape[1] - 1)]
     clipped = min(max(num / den, -1.0), 1.0)
     return max(-1.0, min(float(outside[0]), clipped)), min(1.0, max(float(outside[1]), clipped))
 

@@ -299,7 +299,8 @@ def _runs(scenario: str, runs: int = 200, n: int = 2000, d: int = 5, s: int = 1,
     per = np.full(n, 2) if scenario == "many" else np.ones(n, int)
     users = np.repeat(np.arange(n, dtype=np.uint64), per)
     pop = 1 / np.arange(1, d + 1)
-    keys = np.concatenate([rng.choice(d, k, replace=False, p=pop / pop.sum()) for k in per])
+    keys = rng.choice(d, n, p=pop / pop.sum()) if scenario != "many" else \
+        np.concatenate([rng.choice(d, k, replace=False, p=pop / pop.sum()) for k in per])   # one key each: at once
     values = np.ones(len(keys)) if scenario == "bound" else rng.uniform(-1, 1, len(keys))
     values[rng.random(len(keys)) < 0.5] = np.nan
     r = KVCollision(1.0, d, s, 3)
