@@ -40,7 +40,7 @@ import pyarrow as pa
 
 import ldpql
 from ldpql.planner.histogram import ORACLES, project_simplex
-from ldpql.planner.winners import correlations, winners_interval
+from ldpql.planner.winners import correlations, rank, winners_interval
 
 OUT = Path(__file__).parent / "histogram_results"
 SEED = 20261125
@@ -127,7 +127,7 @@ def run_cell(shape: str, n: int, eps: float, reps: int) -> list[dict]:
     t0 = time.process_time()
     for _ in range(reps):
         raw, se, step, rho = release(r, counts, rng)
-        top = np.lexsort((np.arange(len(raw)), -raw))[:RANKS]
+        top = rank(raw, step)[:RANKS]   # the engine's ranking (exact ties by the release-seeded jitter)
         shown = project_simplex(raw)[top]   # the answer LDP_TOPK shows
         targets = {"rank": ranked_truth, "value": truth[top]}
         for c in CONFIDENCES:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpql.planner.histogram import ORACLES, project_simplex
-from ldpql.planner.winners import winners_interval
+from ldpql.planner.winners import rank, winners_interval
 
 HERE = Path(__file__).parent
 _spec = importlib.util.spec_from_file_location("tsc", HERE.parent / "topk_selection_coverage.py")
@@ -65,7 +65,7 @@ def run(shape_name, n, eps, forced, reps, seed):
     t0 = time.process_time()
     for i in range(reps):
         raw, se, step, rho = tsc.release(r, counts, rng)
-        top = np.lexsort((np.arange(len(raw)), -raw))[:K]
+        top = rank(raw, step)[:K]   # the engine's ranking (exact ties by the release-seeded jitter)
         shown = project_simplex(raw)[top]
         for c in (0.95, 0.9):
             lo, hi = winners_interval(raw, se, K, c, step, rho)

@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any, Callable, ClassVar, Generator, Iterable
 
 import numpy as np
+from scipy.special import log_ndtr
 
 REGISTRY: dict[str, type["Randomizer"]] = {}
 
@@ -195,6 +196,23 @@ def debiased_total_variance(d: int, n: int, p: float, q: float) -> float:
     """E‖f̂ - f‖²₂ = Σ_i Var(f̂_i) of :func:`debias` over d bins, the same for every f on the simplex (the sum
     is linear in f and Σ f_i = 1), so it is the value at a point mass: one holder bin and d - 1 others."""
     return float(debiased_variance(1.0, n, p, q) + (d - 1) * debiased_variance(0.0, n, p, q))
+
+
+def _log_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(Φ(b) − Φ(a)) for a <= b, stable in both tails (the upper tail by symmetry: Φ(−a) − Φ(−b))."""
+    upper = a > 0
+    lo, hi = np.where(upper, -b, a), np.where(upper, -a, b)
+    top, bottom = log_ndtr(hi), log_ndtr(lo)
+    with np.errstate(divide="ignore"):
+        return top + np.log1p(-np.exp(np.minimum(bottom - top, 0.0)))
+
+
+def truncated_cdf(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """P(Y <= x | lo <= Y <= hi) for Y ~ N(mu, sigma²), lo <= x <= hi; decreasing in mu (the truncated normal of
+    selective inference: LDP_TOPK's winners, an unflagged conditional mean)."""
+    u, a, b = (x - mu) / sigma, (lo - mu) / sigma, (hi - mu) / sigma
+    with np.errstate(invalid="ignore"):   # a == b (x at both ends): no information, F = 1/2
+        return np.nan_to_num(np.clip(np.exp(_log_mass(a, u) - _log_mass(a, b)), 0.0, 1.0), nan=0.5)
 
 
 def check_categorical(name: str, epsilon: float, d: int) -> None:

@@ -20,7 +20,8 @@ method; the conditional mean's interval is Fieller's for the ratio x̄/x̲ (:fun
 range when x̲̂ is not significantly above 0), since a delta-method interval around a ratio with a noisy
 denominator under-covers (0.72-0.88 at 95% just above the flag) and collapses to width 0 when f̂± both clip to 0.
 The ratio is biased when x̲̂ is small: the answer is flagged low-confidence when x̲̂ < 3·sd(x̲̂) (spec §8.22) or
-its interval is the whole range.
+its interval is the whole range. The flag reads x̲̂, so an unflagged answer's interval is valid given that it was
+not flagged (:func:`selected_ratio_interval`); a flagged one keeps Fieller's.
 
 :func:`split_protocol` is the other way the planner considers (an engine decision, not the paper's): two reports
 per user under sequential composition, a mean mechanism on x' with NULL as 0 and binary randomized response on
@@ -35,9 +36,10 @@ from fractions import Fraction
 from statistics import NormalDist
 
 import numpy as np
+from scipy.special import ndtri
 
 from ldpql.mechanisms.base import (Estimate, NoiseOff, Protocol, Randomizer, Round, below, check_epsilon,
-                                   register)
+                                   register, truncated_cdf)
 from ldpql.mechanisms.collision import Collision, optimal_t
 
 MISSING = 2.0   # the input of a user without a value (outside [-1, 1])
@@ -237,6 +239,70 @@ def ratio_interval(num: float, den: float, var_num: float, var_den: float, cov: 
     return max(-1.0, min((b - root) / a, clipped)), min(1.0, max((b + root) / a, clipped))
 
 
+BETA_SHARE = 0.1   # the hybrid's projection level β = α·BETA_SHARE
+
+
+def _selected_test(r: np.ndarray, num: float, den: float, sigma: np.ndarray, inv: np.ndarray, cut: float,
+                   c: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every r: (F, inside, touched). F is the CDF at the observed P(r) = num − r·den of its law under
+    H₀: E num = r·E den given T(r) = (r, 1)·Σ⁻¹·(num, den) (independent of P, and sufficient for the unknown
+    E den) and given the selection den ≥ ``cut``: N(0, Var P) truncated to the half-line of P that den = a·P + b·T
+    ≥ cut leaves, and to the band |P| ≤ c·sd(P); ``inside`` is |P| ≤ c·sd(P) (Fieller's set at level β),
+    ``touched`` whether the half-line cuts into the band (else the selection says nothing about P); ``inv`` is
+    Σ⁻¹ (a pseudo-inverse)."""
+    vn, cv, vd = sigma[0, 0], sigma[0, 1], sigma[1, 1]
+    var_p = np.maximum(vn - 2 * r * cv + r * r * vd, 1e-300)
+    w0, w1 = inv[0, 0] * r + inv[0, 1], inv[1, 0] * r + inv[1, 1]     # T = w·(num, den)
+    a, b = (cv - r * vd) / var_p, 1 / np.maximum(r * w0 + w1, 1e-300)  # den = a·P + b·T (b = 1/Var T)
+    sd, p = np.sqrt(var_p), num - r * den
+    with np.errstate(divide="ignore", invalid="ignore"):
+        edge = np.where(a == 0, -np.inf, (cut - b * (w0 * num + w1 * den)) / a)
+    lo = np.where(a > 0, np.maximum(edge, -c * sd), -c * sd)
+    hi = np.where(a < 0, np.minimum(edge, c * sd), c * sd)
+    touched = ((a > 0) & (edge > -c * sd)) | ((a < 0) & (edge < c * sd))
+    return truncated_cdf(np.clip(p, lo, hi), 0.0, sd, lo, hi), np.abs(p) <= c * sd, touched
+
+
+def selected_ratio_interval(num: float, den: float, var_num: float, var_den: float, cov: float,
+                            confidence: float, cut: float) -> tuple[float, float]:
+    """An interval for r = E[num]/E[den] ∈ [−1, 1] valid *given that den ≥ cut* (the answer was not flagged). The
+    flag reads den, so it selects releases whose denominator noise is high and, through Cov(num − r·den, den) =
+    Cov − r·Var den ≠ 0, the numerator's too: Fieller's unconditional set under-covers the unflagged answers
+    (0.79-0.93 at 95%, most where the values sit at a bound). Each r is tested with P = num − r·den given the
+    statistic T of H₀'s nuisance (independent of P), under which den ≥ cut is a half-line for P: a truncated
+    normal, the polyhedral conditioning of Lee, Sun, Sun and Taylor ("Exact post-selection inference, with
+    application to the lasso", Annals of Statistics 2016). That set is very wide just above the cut, so it is
+    the hybrid of Andrews, Kitagawa and McCloskey ("Inference on Winners", QJE 2024): inside Fieller's set at
+    β = α/10, the conditional test at level (α − β)/(1 − β) with P also truncated to that band; coverage given
+    the selection between 1 − α and (1 − α)/(1 − β) for jointly normal estimates. Where the selection cannot
+    touch the band (far above the cut) it is Fieller's set (:func:`ratio_interval`). The accepted r on a grid of
+    [−1, 1], its ends refined on finer grids (to 2·10⁻⁹); it holds the clipped point num/den."""
+    alpha = 1 - confidence
+    beta = alpha * BETA_SHARE
+    c, level = float(ndtri(1 - beta / 2)), (alpha - beta) / (1 - beta)
+    sigma = np.array([[var_num, cov], [cov, var_den]], dtype=float)
+    inv = np.linalg.pinv(sigma)
+
+    def accept(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, inside, touched = _selected_test(r, num, den, sigma, inv, cut, c)
+        return inside & (f >= level / 2) & (f <= 1 - level / 2), touched
+
+    grid = np.linspace(-1.0, 1.0, 401)
+    ok, touched = accept(grid)
+    if not np.any(touched & ok):   # nothing accepted, or the selection cannot touch the band: Fieller's set
+        return ratio_interval(num, den, var_num, var_den, cov, float(ndtri(1 - alpha / 2)))
+    i, j = np.flatnonzero(ok)[[0, -1]]
+    inside, outside = grid[[i, j]], grid[[max(i - 1, 0), min(j + 1, len(grid) - 1)]]
+    for _ in range(3):   # each end between its last accepted and first rejected point, on finer grids
+        fine = inside[:, None] + (outside - inside)[:, None] * np.linspace(0.0, 1.0, 129)
+        took = accept(fine.ravel())[0].reshape(fine.shape)
+        last = np.argmin(took, axis=1) - 1   # the last accepted before the first rejected (took[:, 0] is True)
+        last = np.where(took.all(axis=1), fine.shape[1] - 1, np.maximum(last, 0))
+        inside, outside = fine[[0, 1], last], fine[[0, 1], np.minimum(last + 1, fine.shape[1] - 1)]
+    clipped = min(max(num / den, -1.0), 1.0)
+    return max(-1.0, min(float(outside[0]), clipped)), min(1.0, max(float(outside[1]), clipped))
+
+
 LOW_CONFIDENCE = 3.0   # flag the ratio when x̲̂ < 3·sd(x̲̂) (spec §8.22), or when its interval is the whole range
 
 
@@ -252,9 +318,13 @@ def with_interval(est: Estimate, confidence: float) -> Estimate:
     low, high, n = est.extra["scale"]
     half, mid = (high - low) / 2, (high + low) / 2
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    lo, hi = ratio_interval(num, den, var_num, var_den, cov, z)
+    sd_den = math.sqrt(max(var_den, 0.0))
+    cut = LOW_CONFIDENCE * sd_den
+    # an unflagged answer's interval holds given that it was not flagged (the flag reads the same release)
+    lo, hi = selected_ratio_interval(num, den, var_num, var_den, cov, confidence, cut) if den >= cut > 0 else \
+        ratio_interval(num, den, var_num, var_den, cov, z)
     value = mid + half * float(np.clip(num / max(den, 1 / n), -1, 1))
-    sd_den, whole = math.sqrt(max(var_den, 0.0)), (lo, hi) == (-1.0, 1.0)
+    whole = (lo, hi) == (-1.0, 1.0)
     note = ""
     if den < LOW_CONFIDENCE * sd_den:
         note = (f"low confidence: the estimated share of users with a value ({den:.3g}) is within 3 standard errors "

@@ -49,7 +49,7 @@ from ldpql.mechanisms.unary import BRR
 from ldpql.planner.aggregates import (AGGREGATES, AggregateSpec, _column_arg, _err, _missing_domain, candidate,
                                       register_aggregate)
 from ldpql.planner.plan import Candidate, Target
-from ldpql.planner.winners import correlations, winners_interval
+from ldpql.planner.winners import correlations, rank, winners_interval
 
 MAX_HISTOGRAM_SIZE = 100_000
 POSTPROCESS = {"simplex": "simplex", "project": "simplex", "norm_sub": "simplex", "clip": "clip",
@@ -119,16 +119,16 @@ RANKED_NOTE = ("LDP_TOPK: each rank's interval is for the true frequency of the 
                "for it)")
 
 
-def _frequencies(how: str, d: int, pick: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+def _frequencies(how: str, d: int, pick: Callable[..., np.ndarray] | None = None,
                  labels: tuple | None = None, ranked: bool = False):
-    """derive(): the post-processed frequencies of bins ``pick(post, raw)`` (all bins when None), with intervals
+    """derive(): the post-processed frequencies of bins ``pick(post, raw, step)`` (all bins when None), with intervals
     from the raw estimates; with ``labels``, the picked bins' labels go in extra['labels'] (LDP_TOPK); with
     ``ranked``, the intervals are :func:`~ldpql.planner.winners.winners_interval`'s for the picked ranks."""
 
     def derive(release: Estimate, confidence: float) -> Estimate:
         raw, se = _release(release, d)
         post = postprocess(raw, how)
-        idx = np.arange(d) if pick is None else pick(post, raw)
+        idx = np.arange(d) if pick is None else pick(post, raw, release.step)
         note = NOTES[how] + "; intervals are centred on the unbiased raw estimates and clipped to [0, 1]"
         extra = {"labels": tuple(labels[i] if np.isfinite(post[i]) else None for i in idx)} if labels else {}
         if ranked:   # every value's frequency: EVALUATE checks each rank's interval at the value found there
@@ -145,9 +145,14 @@ def _frequencies(how: str, d: int, pick: Callable[[np.ndarray, np.ndarray], np.n
     return derive
 
 
-def _ranked(k: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """The k largest post-processed frequencies, ties broken by the raw estimate, then by position."""
-    return lambda post, raw: np.lexsort((np.arange(len(post)), -raw, -post))[:k]
+def _ranked(k: int) -> Callable[..., np.ndarray]:
+    """The k largest post-processed frequencies, ties broken by the raw estimate, then as
+    :func:`~ldpql.planner.winners.rank` breaks them (by the release-seeded jitter on a lattice of ``step``)."""
+    def pick(post: np.ndarray, raw: np.ndarray, step: float = 0.0) -> np.ndarray:
+        by_raw = np.empty(len(raw), dtype=np.int64)
+        by_raw[rank(raw, step)] = np.arange(len(raw))
+        return np.lexsort((by_raw, -post))[:k]
+    return pick
 
 
 def _mode(how: str, d: int, labels: tuple):
@@ -156,7 +161,7 @@ def _mode(how: str, d: int, labels: tuple):
         if not np.all(np.isfinite(raw)):
             return Estimate(np.array([None], dtype=object), np.array([np.nan]))
         post = postprocess(raw, how)
-        top = int(_ranked(1)(post, raw)[0])
+        top = int(_ranked(1)(post, raw, release.step)[0])
         return Estimate(np.array([labels[top]], dtype=object), np.array([np.nan]), extra={"frequency": post[top]},
                         note="LDP_MODE is the value with the largest estimated frequency; it has no interval")
 
@@ -371,7 +376,7 @@ def _resolve_one_value(call: ast.Call, table: Table, text: str) -> Target:
                    hint=f"declared values: {shown}" + ("; anything else is counted in OTHER" if "OTHER" in labels
                                                        else f" ({target.domain_text})"))
     j = matches[0]
-    target.derive = _frequencies(target.postprocess, len(labels), lambda post, raw: np.array([j]))
+    target.derive = _frequencies(target.postprocess, len(labels), lambda post, raw, step: np.array([j]))
     target.derived, target.unit = f"the frequency of {value.sql()} ({target.postprocess})", UNIT
     return target
 
