@@ -21,8 +21,10 @@ from scipy.stats import binom
 import ldpql
 from ldpql import executor as X
 from ldpql import kvrun
+from ldpql.audit import realised_audit
 from ldpql.mechanisms import collision
 from ldpql.mechanisms.base import EPSILON_CAP
+from ldpql.mechanisms.kv import KVCollision
 from ldpql.mechanisms.shuffle import clone_delta, generic_weights, local_epsilon, sparse_weights
 from ldpql.mechanisms.vector import VectorMeans, optimal_t
 from ldpql.planner.joint import shuffle_epsilon0
@@ -227,3 +229,47 @@ def test_noise_off_equals_duckdb_on_out_of_range_infinite_and_nan_values():
     c = "CASE WHEN x IS NULL OR isnan(x) THEN NULL ELSE LEAST(GREATEST(x, 0), 10) END"   # (DuckDB's GREATEST skips a NULL)
     want = duckdb.sql(f"SELECT g, AVG({c}), COUNT({c}), SUM({c}) FROM data GROUP BY g ORDER BY g").fetchall()
     assert [tuple(r) for r in got] == [pytest.approx(w, rel=1e-12) for w in want]
+
+
+@pytest.mark.parametrize("eps", [5.0, 20.0, EPSILON_CAP])
+def test_the_samplers_that_shuffle_runs_keep_epsilon0_up_to_the_cap(eps):
+    """A shuffled statement runs VectorMeans and KVCollision at ε₀ far above the statement's ε (up to the cap): the
+    realised output probabilities (exact rationals, as the sampler draws them, NULL and empty inputs included) stay
+    within ε₀."""
+    grid = (-1.0, 0.3, 1.0)
+    for r in (VectorMeans(eps, 2, "collision", 3, grid=grid), VectorMeans(eps, 2, "coco", 6, grid=grid),
+              KVCollision(eps, 2, 1, 3, 2), KVCollision(eps, 2, 2, 2, 3)):
+        got = realised_audit(r)
+        assert got.realised and got.max_log_ratio <= eps * (1 + 1e-12), (r, got)
+
+
+def test_small_groups_at_large_epsilon_keep_their_intervals():
+    """Groups of 100 users (60% NULL, so ~40 with a value) at ε = 8, where Collision's t is large and each estimate
+    rests on a handful of hits: the count, sum and mean intervals pooled over 4 groups × 150 runs cover at least 90%
+    (measured 0.93-0.99 per aggregate; on 20 such groups × 200 runs with d = 3 the sum's mean coverage was 0.931, its
+    worst group 0.86: the normal interval's few-hits regime, see the report)."""
+    rng = np.random.default_rng(1)
+    x = rng.beta(2, 5, 400) * 10
+    x[rng.random(400) < 0.6] = np.nan
+    con = ldpql.connect(seed=11, evaluation=True)
+    con.register("t", pa.table({"x": x, "y": rng.uniform(2, 6, 400), "g": np.arange(400) % 4}),
+                 private={"x": NULLABLE, "y": {"between": (2, 6), "not_null": True}}, public=["g"], budget=1e9)
+    rows = con.sql("EVALUATE SELECT g, LDP_AVG(x), LDP_SUM(x), LDP_COUNT(x), LDP_AVG(y) FROM t GROUP BY g EPSILON 8 "
+                   "OPTIONS (mechanism = 'collision') REPEAT 150").fetchall()
+    cover: dict[str, list[float]] = {}
+    for r in rows:
+        cover.setdefault(r[0], []).append(r[7])
+    assert len(cover) == 4 and all(np.mean(v) >= 0.90 for v in cover.values()), cover
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: ACCURACY ±1 on LDP_AVG over a 60%-NULL column runs at the ε whose "
+                   "prediction at a reference share of 1 is ±1; the realised 95% error is ±1.96 (3,000 users, 100 runs; "
+                   "±2.17 in a joint statement): about 1/share times what ACCURACY promises")
+def test_accuracy_on_a_mostly_null_conditional_mean_delivers_what_it_promises():
+    rng = np.random.default_rng(4)
+    x = rng.beta(2, 5, 3000) * 10
+    x[rng.random(3000) < 0.6] = np.nan
+    con = ldpql.connect(seed=11, evaluation=True)
+    con.register("t", pa.table({"x": x}), private={"x": NULLABLE}, budget=1e9)
+    (row,) = con.sql("EVALUATE SELECT LDP_AVG(x) FROM t ACCURACY 1 REPEAT 100").fetchall()
+    assert 1.959964 * row[6] <= 1.15, row
