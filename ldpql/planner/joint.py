@@ -296,12 +296,15 @@ def consider_joint_release(ctx) -> None:
 
 
 def _options(ctx, cols: list[Column]) -> dict[tuple[str, str], float]:
-    """Every joint release that can run, (kind, model) -> the ε its users randomize at (typical group's n)."""
+    """Every joint release that can run, (kind, model) -> the ε its users randomize at (typical group's n). A
+    shuffled one only where every group amplifies: its candidate's check rejects it at the smallest group, and it
+    must not win here on an ε₀ that does not run (audit9)."""
     n, eps, d, delta = ctx.facts.typical_n, ctx.epsilon, len(cols), _delta(ctx)
+    fewest = min((size for _, size in ctx.facts.groups), default=ctx.facts.n)
     out = {(k, "local"): eps for k in _kinds(cols)}
     for k in _kinds(cols) if delta > 0 else ():
         e0 = shuffle_epsilon0(k, d, eps, delta, n)
-        if eps * (1 + MIN_GAIN) < e0 <= EPSILON_CAP:
+        if eps * (1 + MIN_GAIN) < min(e0, shuffle_epsilon0(k, d, eps, delta, max(fewest, 1))) and e0 <= EPSILON_CAP:
             out[(k, "shuffle")] = e0
     return out
 
