@@ -218,9 +218,10 @@ def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float 
 
 def _delta(ctx) -> float:
     """The δ a shuffled joint release may spend: the statement's, else what is left of the table's (0: none,
-    or model = 'local')."""
-    if ctx.options.get("model", "local") == "local":
-        return 0.0
+    model = 'local', or DELTA 0)."""
+    if ctx.options.get("model", "local") == "local" or (ctx.delta == 0 and (ctx.select.delta is not None
+                                                                          or "delta" in ctx.options)):
+        return 0.0   # (an explicit DELTA 0 asks for no δ)
     left = ctx.table.budget_delta if ctx.facts.remaining_delta is None else ctx.facts.remaining_delta
     return max(ctx.delta or left, 0.0) if left > 0 else 0.0
 
