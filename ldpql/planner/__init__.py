@@ -333,7 +333,12 @@ def choose_model(ctx: _Context) -> None:
         raise ctx.error(PlanError, f"DELTA {ctx.delta:g} is more than the δ left on `{ctx.table.name}` "
                         f"({max(left, 0.0):g} of its DELTA budget {ctx.table.budget_delta:g})", ctx.select,
                         hint="use a smaller DELTA, or model = 'local' (pure ε, no δ)")
+    none = ctx.delta == 0 and (ctx.select.delta is not None or "delta" in ctx.options)   # DELTA 0 asks for no δ
     if model == "shuffle":
+        if none:
+            raise ctx.error(PlanError, "model = 'shuffle' spends δ, and DELTA 0 asks for none", ctx.select,
+                            hint="drop DELTA 0 (the δ left on the table is then used), give DELTA d > 0, or use "
+                                 "model = 'local'")
         if left <= 0:
             raise ctx.error(PlanError, f"model = 'shuffle' needs a DELTA budget, and `{ctx.table.name}` has none",
                             ctx.select, hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, "
@@ -345,8 +350,8 @@ def choose_model(ctx: _Context) -> None:
                             ctx.select, hint="use model = 'local' (or 'auto', which falls back to local)")
     for a in ctx.aggregates:
         for c in a.candidates:
-            if c.model == "shuffle" and (model == "local" or left <= 0):
-                c.rejected = "shuffle model not allowed (model = 'local' or no DELTA budget left on the table)"
+            if c.model == "shuffle" and (model == "local" or left <= 0 or none):
+                c.rejected = "shuffle model not allowed (model = 'local', DELTA 0, or no DELTA budget left on the table)"
             elif c.model == "shuffle":  # the δ its amplification bound may use, charged if it is chosen: the
                 c.delta = (ctx.delta or left) / len(_runs(ctx))  # statement's, shared by the aggregates that run
 

@@ -388,8 +388,8 @@ def sweep(select: ast.Select, plan_at: PlanAt, text: str) -> Sweep:
     if all(p is None for p in plans):
         raise next(iter(errors.values()))
     some = next(p for p in plans if p is not None)
-    rows = [_sweep_row(a.index, a.output, plans) for a in runs(some)]
-    if len(runs(some)) > 1:
+    rows = [_sweep_row(a.index, a.output, plans) for a in some.aggregates]   # every answer, shared or not (audit9)
+    if any(p is not None and len(runs(p)) > 1 for p in plans):
         rows.append(("split", *[p.split if p is not None else "" for p in plans]))
     if some.remaining is not None:
         rows.append((f"budget ({max(some.remaining, 0):.4g} left)",
@@ -404,9 +404,11 @@ def sweep(select: ast.Select, plan_at: PlanAt, text: str) -> Sweep:
 def _sweep_row(index: int, output: str, plans: list[Plan | None]) -> tuple[str, ...]:
     cells = []
     for p in plans:
-        a = next((a for a in runs(p) if a.index == index), None) if p is not None else None
+        a = next((a for a in p.aggregates if a.index == index), None) if p is not None else None
         if a is None or a.chosen is None:
             cells.append("refused")
+        elif a.source is not None:   # read from another aggregate's release (post-processing, charged once)
+            cells.append(f"from {p.aggregates[a.source].output} {a.chosen.mechanism}")
         else:
             cells.append(f"{_short(a.chosen, predicted_error(a, p))} {a.chosen.mechanism}")
     return (output, *cells)

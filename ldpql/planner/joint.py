@@ -218,9 +218,10 @@ def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float 
 
 def _delta(ctx) -> float:
     """The δ a shuffled joint release may spend: the statement's, else what is left of the table's (0: none,
-    or model = 'local')."""
-    if ctx.options.get("model", "local") == "local":
-        return 0.0
+    model = 'local', or DELTA 0)."""
+    if ctx.options.get("model", "local") == "local" or (ctx.delta == 0 and (ctx.select.delta is not None
+                                                                          or "delta" in ctx.options)):
+        return 0.0   # (an explicit DELTA 0 asks for no δ)
     left = ctx.table.budget_delta if ctx.facts.remaining_delta is None else ctx.facts.remaining_delta
     return max(ctx.delta or left, 0.0) if left > 0 else 0.0
 
@@ -296,12 +297,15 @@ def consider_joint_release(ctx) -> None:
 
 
 def _options(ctx, cols: list[Column]) -> dict[tuple[str, str], float]:
-    """Every joint release that can run, (kind, model) -> the ε its users randomize at (typical group's n)."""
+    """Every joint release that can run, (kind, model) -> the ε its users randomize at (typical group's n). A
+    shuffled one only where every group amplifies: its candidate's check rejects it at the smallest group, and it
+    must not win here on an ε₀ that does not run (audit9)."""
     n, eps, d, delta = ctx.facts.typical_n, ctx.epsilon, len(cols), _delta(ctx)
+    fewest = min((size for _, size in ctx.facts.groups), default=ctx.facts.n)
     out = {(k, "local"): eps for k in _kinds(cols)}
     for k in _kinds(cols) if delta > 0 else ():
         e0 = shuffle_epsilon0(k, d, eps, delta, n)
-        if eps * (1 + MIN_GAIN) < e0 <= EPSILON_CAP:
+        if eps * (1 + MIN_GAIN) < min(e0, shuffle_epsilon0(k, d, eps, delta, max(fewest, 1))) and e0 <= EPSILON_CAP:
             out[(k, "shuffle")] = e0
     return out
 

@@ -317,9 +317,18 @@ def check_model(ctx: _Ctx) -> None:
         raise ctx.error(PlanError, f"model = 'shuffle' needs a DELTA budget, and `{ctx.table.name}` has none",
                         ctx.select, hint=f"ALTER TABLE {ctx.table.name} SET BUDGET EPSILON e DELTA d, or use "
                                          "model = 'local'")
+    if model == "shuffle" and _no_delta(ctx):
+        raise ctx.error(PlanError, "model = 'shuffle' spends δ, and DELTA 0 asks for none", ctx.select,
+                        hint="drop DELTA 0 (the δ left on the table is then used), give DELTA d > 0, or use "
+                             "model = 'local'")
     if model == "shuffle" and math.isinf(ctx.epsilon):
         raise ctx.error(PlanError, "model = 'shuffle' needs a finite EPSILON (the central ε_c)", ctx.select,
                         hint="EPSILON INF is noise off: drop model = 'shuffle'")
+
+
+def _no_delta(ctx: _Ctx) -> bool:
+    """An explicit DELTA 0 (statement, OPTIONS or SET): no δ may be spent, so no shuffle."""
+    return ctx.delta == 0 and (ctx.select.delta is not None or "delta" in ctx.options)
 
 
 def shuffle_epsilon0(ctx: _Ctx, facts: PublicFacts) -> tuple[float | None, float]:
@@ -331,7 +340,7 @@ def shuffle_epsilon0(ctx: _Ctx, facts: PublicFacts) -> tuple[float | None, float
     then stays local. δ: the statement's DELTA, else all the δ left on the table."""
     model = ctx.options.get("model", "local")
     left = ctx.table.budget_delta if facts.remaining_delta is None else facts.remaining_delta
-    if model == "local" or math.isinf(ctx.epsilon) or (model == "auto" and left <= 0) or facts.n == 0:
+    if model == "local" or math.isinf(ctx.epsilon) or (model == "auto" and left <= 0) or facts.n == 0 or _no_delta(ctx):
         return None, 0.0
     if ctx.delta > max(left, 0.0) * (1 + 1e-9):
         raise ctx.error(PlanError, f"DELTA {ctx.delta:g} is more than the δ left on `{ctx.table.name}` "
