@@ -52,8 +52,10 @@ def _cell(heldout, shape: str, n: int, eps: float, tau: float, mechanism: str, r
     "200 runs per cell, quantile_heldout.csv / heldout_summary.csv): at n = 2,000, 19 of 135 cells under nominal − 2 "
     "points at 95% (15 significantly; ±z·σ alone: 56), 13 at 90% (7); at n = 20,000, 4 (3) at 95% and 4 (3) at 90%. "
     "Worst at n = 2,000: rounded lognormal(4, 0.8) on INTEGER 0..2000 (largest value 1.75% of the users), ε = 1, "
-    "τ = 0.9, BayeSS (chosen): 0.800 at 95%, 0.755 at 90% (±z·σ alone 0.770 / 0.685; widened 1.30x); geometric(0.03) "
-    "on 0..300, ε = 0.5, τ = 0.1: 0.875"))
+    "τ = 0.9, BayeSS (chosen): 0.800 at 95%, 0.755 at 90% (±z·σ alone 0.770 / 0.685; widened 1.30x; on fresh seeds "
+    "at 600 runs 0.880 / 0.838); geometric(0.03) on 0..300, ε = 0.5, τ = 0.1: 0.875 (0.893). Of the 24 flagged "
+    "chosen cells, 17 stay under nominal − 2 points at 95% and 13 at 90% on fresh seeds at 600 runs "
+    "(quantile_heldout_confirm.csv)"))
 def test_heldout_planner_choice_covers_on_a_lognormal_column(heldout):
     shape = "lognormal(4,0.8) 0..2000"
     assert heldout.chosen(heldout.shapes(2000)[shape][1], 2001, 0.9, 1.0) == "bayess"
@@ -66,7 +68,7 @@ def test_heldout_planner_choice_covers_on_a_lognormal_column(heldout):
     "histogram entry) and under-covers where a value holds more than its ±z·σ: rounded normal(500, 60) on "
     "INTEGER 0..1000 (largest value 0.83% of the users), n = 20,000, ε = 4, τ = 0.25, hierarchical (chosen): 0.875 "
     "at 95%, 0.655 at 90% (200 runs; τ = 0.5: 0.910 / 0.835). Of the grid's 39 cells where the planner chose a "
-    "one-round release, 5 are under nominal − 2 points at 95%"))
+    "one-round release, 5 are under nominal − 2 points at 95% (fresh seeds, 600 runs: this cell 0.895 / 0.685)"))
 def test_heldout_chosen_hierarchical_covers_at_high_epsilon(heldout):
     shape = "normal(500,60) 0..1000"
     assert heldout.chosen(heldout.shapes(20_000)[shape][1], 1001, 0.25, 4.0) == "hierarchical"
@@ -92,6 +94,17 @@ def test_heldout_no_widening_where_the_answer_is_exact(heldout):
     "local_share's noise subtraction (by design) does not widen"))
 def test_heldout_naive_nbs_covers_on_a_smooth_column_at_small_n(heldout):
     row = _cell(heldout, "normal(500,60) 0..1000", 2000, 0.5, 0.25, "naive_nbs")
+    assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HIGH: at n = 20,000 the planner's NaiveNBS under-covers on a column of atoms: 3 atoms of 10% each plus a "
+    "normal part on INTEGER 0..100, ε = 0.5, τ = 0.1, NaiveNBS (chosen): 0.885 at 95%, 0.770 at 90% (200 runs; ±z·σ "
+    "alone 0.740; widened 1.28x); on fresh seeds at 600 runs 0.843 / 0.770"))
+def test_heldout_chosen_naive_nbs_covers_on_atoms_at_large_n(heldout):
+    shape = "3 atoms (10% each) + normal 0..100"
+    assert heldout.chosen(heldout.shapes(20_000)[shape][1], 101, 0.1, 0.5) == "naive_nbs"
+    row = _cell(heldout, shape, 20_000, 0.5, 0.1, "naive_nbs")
     assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
 
 
