@@ -354,7 +354,7 @@ def test_certified_interval_is_the_default_and_calibrated_stays_available(eval_c
                                  "EPSILON 2 OPTIONS (mechanism = 'naive_nbs')").intervals()[0]
                 widths.append((r[0][1] - r[0][0], r[1][1] - r[1][0]))
             assert all(c <= w for c, w in widths) and np.mean([c for c, _ in widths]) < np.mean([w for _, w in widths])
-        assert "within that error of τ" in res.render()
+        assert "within a measured multiple of the predicted error of τ" in res.render()
     default = eval_con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 2")
     assert "(certified)" in default.render()
     with pytest.raises(PlanError, match="'certified' or 'calibrated'"):

@@ -1,0 +1,274 @@
+"""Audit 9 (hostile review) of issue 11's widened quantile rank error (a search's shown rank error is ±z·σ plus k
+times the share of users per value near its answer, as its own release estimates it: ``local_share``,
+``shown_rank_error`` and ``DISCRETE``), and of issue 11's "Done when" on the committed coverage grid.
+
+Passing tests record attacks that held; a finding that breaks is ``xfail(strict=True)`` with the measured numbers
+in its reason. Every experiment here is seeded and small (seconds); the held-out grid behind the numbers (fixed
+before any result was seen: 9 shapes x τ x n x ε, 200 runs per cell, the planner's choice and every search
+forced) is ``examples/audit9/quantile_heldout.py`` -> ``quantile_heldout.csv``, the committed grid's summary
+``examples/audit9/done_when.py`` -> ``done_when_*.csv``. The tests below re-run single cells of that grid with
+the same seeds, so their coverages are the CSV's.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import ldpql
+from ldpql.errors import PrivacyError
+from ldpql.mechanisms import Estimate
+from ldpql.mechanisms.quantile import CoinSpace, Question, local_share
+from ldpql.planner import quantile as planner
+from ldpql.simulation import simulate
+
+AUDIT9 = Path(__file__).resolve().parents[2] / "examples" / "audit9"
+Z95 = planner.Z95
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    sys.path.insert(0, str(AUDIT9.parent))
+    sys.path.insert(0, str(AUDIT9))
+    import quantile_heldout
+    return quantile_heldout
+
+
+def _cell(heldout, shape: str, n: int, eps: float, tau: float, mechanism: str, reps: int = 200) -> dict:
+    """One cell of the held-out grid with its seeds: coverage of the shown rank error at 95% and 90%."""
+    coins, x = heldout.shapes(n)[shape]
+    return heldout.run(heldout.candidates(coins, tau)[mechanism], x, coins, tau, eps, reps)
+
+
+# ==== 1. Held-out coverage of the shown rank error =============================================================
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HIGH: off the builder's cells the planner's own choice under-covers: held-out grid (9 shapes x 5 τ x 3 ε, "
+    "200 runs per cell, quantile_heldout.csv / heldout_summary.csv): at n = 2,000, 19 of 135 cells under nominal − 2 "
+    "points at 95% (15 significantly; ±z·σ alone: 56), 13 at 90% (7); at n = 20,000, 4 (3) at 95% and 4 (3) at 90%. "
+    "Worst at n = 2,000: rounded lognormal(4, 0.8) on INTEGER 0..2000 (largest value 1.75% of the users), ε = 1, "
+    "τ = 0.9, BayeSS (chosen): 0.800 at 95%, 0.755 at 90% (±z·σ alone 0.770 / 0.685; widened 1.30x; on fresh seeds "
+    "at 600 runs 0.880 / 0.838); geometric(0.03) on 0..300, ε = 0.5, τ = 0.1: 0.875 (0.893). Of the 24 flagged "
+    "chosen cells, 17 stay under nominal − 2 points at 95% and 13 at 90% on fresh seeds at 600 runs "
+    "(quantile_heldout_confirm.csv)"))
+def test_heldout_planner_choice_covers_on_a_lognormal_column(heldout):
+    shape = "lognormal(4,0.8) 0..2000"
+    assert heldout.chosen(heldout.shapes(2000)[shape][1], 2001, 0.9, 1.0) == "bayess"
+    row = _cell(heldout, shape, 2000, 1.0, 0.9, "bayess")
+    assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HIGH: the one-round release the planner picks at high ε is never widened (DISCRETE has no hierarchical or "
+    "histogram entry) and under-covers where a value holds more than its ±z·σ: rounded normal(500, 60) on "
+    "INTEGER 0..1000 (largest value 0.83% of the users), n = 20,000, ε = 4, τ = 0.25, hierarchical (chosen): 0.875 "
+    "at 95%, 0.655 at 90% (200 runs; τ = 0.5: 0.910 / 0.835). Of the grid's 39 cells where the planner chose a "
+    "one-round release, 5 are under nominal − 2 points at 95% (fresh seeds, 600 runs: this cell 0.895 / 0.685)"))
+def test_heldout_chosen_hierarchical_covers_at_high_epsilon(heldout):
+    shape = "normal(500,60) 0..1000"
+    assert heldout.chosen(heldout.shapes(20_000)[shape][1], 1001, 0.25, 4.0) == "hierarchical"
+    row = _cell(heldout, shape, 20_000, 4.0, 0.25, "hierarchical")
+    assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "LOW: over-wide where no widening is needed: Poisson(3) on INTEGER 0..30, n = 20,000, ε = 1, τ = 0.1, NaiveNBS "
+    "(chosen): every one of 200 answers is exactly right (rank error 0; ±z·σ alone covers 1.000) and the result "
+    "shows 4.3x ±1.96σ (±0.080 instead of ±0.019). Held-out grid: 38 of 270 chosen cells cover above 0.995 with "
+    "a shown rank error more than 2x z·σ (up to 6.1x), all on columns where a value holds 1.4-28% of the users"))
+def test_heldout_no_widening_where_the_answer_is_exact(heldout):
+    row = _cell(heldout, "poisson(3) 0..30", 20_000, 1.0, 0.1, "naive_nbs")
+    assert row["mean_error"] == 0.0 and row["before95"] == 1.0
+    assert row["width95"] <= 2.0, row
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HIGH: NaiveNBS's shown rank error under-covers on a smooth column where no value holds more than 1.2% of "
+    "the users: rounded normal(500, 60) on INTEGER 0..1000, n = 2,000, ε = 0.5, τ = 0.25: 0.855 at 95% and 0.825 "
+    "at 90% (200 runs); the widening adds 8% (1.08x ±1.96σ), so the miss is the calibrated σ at small n, which "
+    "local_share's noise subtraction (by design) does not widen"))
+def test_heldout_naive_nbs_covers_on_a_smooth_column_at_small_n(heldout):
+    row = _cell(heldout, "normal(500,60) 0..1000", 2000, 0.5, 0.25, "naive_nbs")
+    assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HIGH: at n = 20,000 the planner's NaiveNBS under-covers on a column of atoms: 3 atoms of 10% each plus a "
+    "normal part on INTEGER 0..100, ε = 0.5, τ = 0.1, NaiveNBS (chosen): 0.885 at 95%, 0.770 at 90% (200 runs; ±z·σ "
+    "alone 0.740; widened 1.28x); on fresh seeds at 600 runs 0.843 / 0.770"))
+def test_heldout_chosen_naive_nbs_covers_on_atoms_at_large_n(heldout):
+    shape = "3 atoms (10% each) + normal 0..100"
+    assert heldout.chosen(heldout.shapes(20_000)[shape][1], 101, 0.1, 0.5) == "naive_nbs"
+    row = _cell(heldout, shape, 20_000, 0.5, 0.1, "naive_nbs")
+    assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "MEDIUM: one-round releases are not widened at all (DISCRETE has no entry for hierarchical/histogram), and the "
+    "planner chooses them on discrete data at high ε: 3 atoms of 10% each plus a normal part on INTEGER 0..100, "
+    "n = 2,000, ε = 4, τ = 0.25, hierarchical (chosen): 0.885 at 95%, 0.805 at 90% (200 runs)"))
+def test_heldout_one_round_release_covers_on_atoms(heldout):
+    shape = "3 atoms (10% each) + normal 0..100"
+    assert heldout.chosen(heldout.shapes(2000)[shape][1], 101, 0.25, 4.0) == "hierarchical"
+    row = _cell(heldout, shape, 2000, 4.0, 0.25, "hierarchical")
+    assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
+
+
+def test_heldout_widening_fixes_the_atoms_it_was_built_for(heldout):
+    """What held: on a column whose values near τ hold many users (Poisson(3) on INTEGER 0..30, 22% per value),
+    ±1.96σ alone held in 0.64 of 200 runs for BayeSS at n = 2,000, ε = 0.5, τ = 0.9; the shown rank error 0.91
+    (HELD-OUT GRID: most atom cells at n = 20,000 are at 1.000; this one is still 4 points short, so the check is
+    the improvement, not nominal)."""
+    row = _cell(heldout, "poisson(3) 0..30", 2000, 0.5, 0.9, "bayess")
+    assert row["before95"] <= 0.75 and row["cov95"] >= row["before95"] + 0.2, row
+
+
+# ==== 2. Privacy: the widening is post-processing of the release ===============================================
+
+def test_shown_rank_error_reads_only_the_released_answers():
+    """Two different data sets whose releases are made equal (the same questions' estimates) get the same shown
+    rank error; the rank error is a function of (mechanism, coin, the released questions) alone: stripping every
+    other field of the answer changes nothing."""
+    rng = np.random.default_rng(4)
+    a = np.minimum(rng.poisson(3, 3000), 30)
+    b = np.clip(np.rint(rng.normal(15, 5, 3000)), 0, 30).astype(np.int64)
+    cand = {c.mechanism: c for c in planner.quantile_candidates(
+        planner.QuantileTarget("x", planner.Encoding("x", 31, "x"), "", None, planner.UNIT, tau=0.5,
+                               space=CoinSpace(31), taus=(0.5,)))}
+    for mech in ("bayess", "naive_nbs"):
+        got = simulate(cand[mech].protocol(1.0)(3000), np.random.default_rng(1), coins=a).extra["answers"][0.5]
+        bare = Estimate(got.values, got.stderr, extra={k: got.extra[k] for k in ("mechanism", "coin", "questions")})
+        sigma = cand[mech].predict(1.0, 3000)
+        assert planner.shown_rank_error(bare, 0.5, sigma, Z95) == planner.shown_rank_error(got, 0.5, sigma, Z95)
+        other = simulate(cand[mech].protocol(1.0)(3000), np.random.default_rng(1), coins=b).extra["answers"][0.5]
+        other.extra.update(coin=got.extra["coin"], questions=list(got.extra["questions"]))   # the same release
+        assert planner.shown_rank_error(other, 0.5, sigma, Z95) == planner.shown_rank_error(got, 0.5, sigma, Z95)
+
+
+def test_local_share_is_the_release_slope():
+    """From released questions only: two coins 1 apart whose pooled estimates differ by 0.3 (variance 1e-6) give
+    a share of about 0.3 per value; equal estimates give 0; a falling slope (noise) gives 0."""
+    qs = [Question(10, 0.30, 1000, 1e-6), Question(11, 0.60, 1000, 1e-6)]
+    assert local_share(qs, 10, 6) == pytest.approx(0.3, abs=1e-3)
+    assert local_share([Question(10, 0.5, 1000, 1e-6), Question(11, 0.5, 1000, 1e-6)], 10, 6) == 0.0
+    assert local_share([Question(10, 0.6, 1000, 1e-6), Question(11, 0.5, 1000, 1e-6)], 10, 6) == 0.0
+
+
+def _con(columns: dict, private: dict, public: tuple = ()) -> ldpql.Connection:
+    con = ldpql.connect(seed=3, evaluation=True)
+    con.register("t", pa.table(columns), private=private, public=list(public), budget=100)
+    return con
+
+
+def _two_groups():
+    rng = np.random.default_rng(4)
+    g = np.array(["atoms"] * 3000 + ["smooth"] * 3000)
+    x = np.concatenate([np.minimum(rng.poisson(3, 3000), 1000),
+                        np.clip(np.rint(rng.normal(500, 150, 3000)), 0, 1000)]).astype(np.int64)
+    return _con({"g": g, "x": x}, {"x": {"between": (0, 1000), "integer": True}}, ("g",))
+
+
+def test_an_analyst_cannot_make_the_rank_error_read_private_values():
+    """WHERE and GROUP BY on the private column are refused before anything is spent; the note says only the
+    released answer, the shown rank error and the public prediction (all from the release and public facts)."""
+    con = _two_groups()
+    for sql in ("SELECT LDP_MEDIAN(x) FROM t WHERE x < 5 EPSILON 1", "SELECT LDP_MEDIAN(x) FROM t GROUP BY x EPSILON 1"):
+        with pytest.raises(PrivacyError):
+            con.sql(sql)
+    assert con.remaining_budget("t") == 100
+    res = con.sql("SELECT LDP_MEDIAN(x) FROM t WHERE g = 'atoms' EPSILON 1")
+    value = res.fetchone()[0]
+    note = next(n for n in res.notes if n.startswith("the 0.5-quantile of x ("))
+    assert re.fullmatch(r"the 0\.5-quantile of x \(([\d.]+)\): rank error ±([\d.]+) \(95%\), the predicted ±([\d.]+) "
+                        r"plus what the values next to the answer hold, as the release estimates it", note), note
+    assert float(note.split("(")[1].split(")")[0]) == value
+
+
+# ==== 3. Consistency ==========================================================================================
+
+def test_group_by_widens_each_group_on_its_own_release():
+    """Two groups of the same size (the same public prediction): the atoms group (Poisson(3)) and the smooth one
+    each get a note of their own, with different widened rank errors."""
+    res = _two_groups().sql("SELECT g, LDP_MEDIAN(x) FROM t GROUP BY g EPSILON 1")
+    rows = dict(res.fetchall())
+    notes = [n for n in res.notes if n.startswith("the 0.5-quantile of x (")]
+    alphas = {float(n.split("(")[1].split(")")[0]): float(n.split("±")[1].split()[0]) for n in notes}
+    assert len(notes) == 2 and set(alphas) == {float(v) for v in rows.values()}, (rows, notes)
+    assert len(set(alphas.values())) == 2
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "LOW: under GROUP BY the widened rank-error note names the quantile and the answer's value but not the group, "
+    "so groups with the same answer get notes a reader cannot tell apart: two groups of 3,000 Poisson(3) users, "
+    "both medians 3, notes 'the 0.5-quantile of x (3): rank error ±0.145' and '... (3): rank error ±0.101'"))
+def test_group_by_notes_say_which_group_they_are_for():
+    rng = np.random.default_rng(4)
+    con = _con({"g": np.array(["a"] * 3000 + ["b"] * 3000), "x": np.minimum(rng.poisson(3, 6000), 1000)},
+               {"x": {"between": (0, 1000), "integer": True}}, ("g",))
+    res = con.sql("SELECT g, LDP_MEDIAN(x) FROM t GROUP BY g EPSILON 1")
+    assert [v for _, v in res.fetchall()] == [3.0, 3.0]
+    notes = [n for n in res.notes if n.startswith("the 0.5-quantile of x")]
+    assert len(notes) == 2 and all(("g = a" in n) != ("g = b" in n) for n in notes), notes
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "MEDIUM: a result's two claims disagree: the 'calibrated' value interval is built from the unwidened ±z·σ "
+    "(times the measured factor) and misses the true quantile where the shown rank error holds. Rounded "
+    "normal(5000, 1500) on INTEGER 0..10000 (not heavy-tailed), n = 2,000, ε = 1, τ = 0.9, BayeSS: rank error "
+    "held in 0.96 of 200 runs, the calibrated interval covered the true 0.9-quantile in 0.735; in 0.255 of runs "
+    "the rank error held and the interval missed (normal(500, 60): 0.915 / 0.79 / 0.17). The note and docs said "
+    "it can under-cover on heavy-tailed data only (wording fixed in this audit; the interval is not). The default "
+    "('certified') covered 0.98-1.00 in the 40 (shape, n, τ, search) cells read (100 runs each)"))
+def test_calibrated_interval_agrees_with_the_shown_rank_error(heldout):
+    n, tau, eps = 2000, 0.9, 1.0
+    coins, x = heldout.shapes(n)["normal(5000,1500) 0..10000"]
+    hist = np.bincount(x, minlength=coins)
+    cdf = np.cumsum(hist) / n
+    truth = int(np.searchsorted(cdf, tau - 1e-12))
+    cand = heldout.candidates(coins, tau)["bayess"]
+    sigma, disagree, reps = cand.predict(eps, n), 0, 200
+    for t in range(reps):
+        ans = simulate(cand.protocol(eps)(n), np.random.default_rng([77, t]), hist=hist).extra["answers"][tau]
+        v = int(ans.extra["coin"])
+        held = max(0.0, cdf[v - 1] - tau, tau - cdf[v]) <= planner.shown_rank_error(ans, tau, sigma, Z95)
+        low, high = planner.shown_interval(ans, tau, sigma, 0.95, "calibrated", CoinSpace(coins))
+        disagree += held and not round(low[0]) <= truth <= round(high[0])
+    assert disagree / reps <= 0.05, disagree / reps
+
+
+# ==== 4. Issue 11's "Done when" on the committed coverage grid ==================================================
+
+@pytest.fixture(scope="module")
+def done_when():
+    sys.path.insert(0, str(AUDIT9))
+    import done_when
+    return done_when
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "LOW (mostly chance): 'coverage within 2 points of nominal for every aggregate, alone and in multi-aggregate "
+    "statements' does not hold literally on the committed grid (latest run per cell of seam/minimax/regret8/topk8, "
+    "300 runs each): 32 of 1,086 rows below nominal − 2 points (histogram 15, multi 5, groupby 4, sum 3, count 2, "
+    "topk 2, mean 1; lowest 0.850 at 90%, multi count+mean), 11 significantly (exact 95% range under nominal). At 300 "
+    "runs a correct interval lands 2 points low in ~6% of rows, so the criterion cannot be met literally; the "
+    "quantile rows (12) predate the widening and hold no discrete-heavy cell"))
+def test_done_when_coverage_within_two_points_everywhere(done_when):
+    table = done_when.coverage_table(done_when.latest("coverage"))
+    assert table["min_reps"].min() >= 300
+    assert int(table["below"].sum()) == 0, table
+
+
+def test_done_when_regret_over_limit_cells_are_explained(done_when):
+    """Regret <= 1.25 per cell or explained: 3 of 82 cells are over (mean_m and mean_d at n = 1,000, ε = 16:
+    1.68 and 1.43, explained in docs/means.md; min_m n = 1,000, ε = 4: 1.49, explained in
+    examples/coverage_results/compare_regret8.md); quantile cells max 1.04."""
+    reg = done_when.latest("regret")
+    over = set(reg.loc[reg["regret"] > 1.25, "cell"])
+    assert over <= {"mean_m/n=1000/eps=16/conf=0.95", "mean_d/n=1000/eps=16/conf=0.95",
+                    "min_m/n=1000/eps=4/conf=0.95"}, over
+    assert reg.loc[reg["family"] == "quantile", "regret"].max() <= 1.25
