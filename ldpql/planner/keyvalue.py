@@ -11,7 +11,8 @@ table's SPARSITY or the statement's ``GROUP BY key SPARSITY s``, never read from
 variance. Every other statement on such a table is refused: the row-based mechanisms would let a unit report once
 per row. ``model = 'shuffle'`` (or 'auto' with δ left) runs the same report at the larger ε₀ whose n shuffled
 reports are (ε, δ)-DP by the exact clone reduction at the generic weight 1/(e^ε₀ + 1), valid for every ε₀-LDP
-randomizer (:func:`shuffle_epsilon0`); not at Collision's own s/Ω, which assumes exactly s elements per user.
+randomizer (:func:`shuffle_epsilon0`); not (yet) at Collision's own s/Ω, derived for exactly s elements per user
+(an audit found its condition holds on small key-value inputs; docs/keyvalue.md).
 """
 
 from __future__ import annotations
@@ -335,8 +336,8 @@ def shuffle_epsilon0(ctx: _Ctx, facts: PublicFacts) -> tuple[float | None, float
     """(ε₀, δ) of a shuffled statement, (None, 0) in the local model: the largest ε₀ whose n shuffled reports are
     (ε_c, δ)-DP by the exact clone reduction at the generic weight α₁ = r = 1/(e^ε₀ + 1), which holds for any
     ε₀-LDP randomizer (spec §5.5), verified at the final ε₀ (spec §5.4). Collision's own weight s/Ω (Theorem 5)
-    assumes exactly s elements per user; a key-value user with fewer keys sends fewer elements, so it is not
-    used. model = 'shuffle' is refused where no ε₀ gains over ε_c (too few users, or too small a δ); 'auto'
+    is derived for exactly s elements per user; a key-value user with fewer keys sends fewer, and only the weight's
+    condition (not the whole clone decomposition) has been checked for that, so it is not used yet (~6% of ε₀). model = 'shuffle' is refused where no ε₀ gains over ε_c (too few users, or too small a δ); 'auto'
     then stays local. δ: the statement's DELTA, else all the δ left on the table."""
     model = ctx.options.get("model", "local")
     left = ctx.table.budget_delta if facts.remaining_delta is None else facts.remaining_delta
