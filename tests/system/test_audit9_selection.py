@@ -176,3 +176,42 @@ def test_topk_interval_is_never_a_single_point_at_a_low_n_epsilon():
     widths = np.array([hi - lo for _, lo, hi in runs])
     assert np.count_nonzero(widths <= 0) == 0
     assert coverage(runs, counts / 200).min() >= 0.93
+
+
+# ---- robustness from SQL: tiny and empty groups, no spread, extreme ε ---------------------------------------------
+
+EDGE = ["SELECT g, LDP_TOPK(c, 3) FROM t GROUP BY g EPSILON {e}", "SELECT g, LDP_MODE(c) FROM t GROUP BY g EPSILON {e}",
+        "SELECT LDP_TOPK(c, 2) FROM t WHERE g = 'none' EPSILON {e}",
+        "SELECT g, LDP_AVG(x) FROM t GROUP BY g EPSILON {e}", "SELECT g, LDP_AVG(y) FROM t GROUP BY g EPSILON {e}",
+        "SELECT LDP_AVG(x) FROM t WHERE g = 'one' EPSILON {e}",
+        "SELECT movie, LDP_AVG(rating) FROM r GROUP BY movie EPSILON {e}"]
+
+
+@pytest.mark.parametrize("eps", ["0.1", "12", "30", "INF"])
+def test_edge_groups_and_extreme_epsilon_keep_every_interval_ordered_and_around_its_point(eps):
+    """Groups of 250 users, 1 user, 1 user with NULL only; a column with no spread (every value 7), one all NULL but
+    one user; key-value means with a key held by one user and a declared key held by none; ε from 0.1 to 30 and
+    INF: no exception, and every answer shown is finite with lo <= value <= hi inside the declared range (NULL only
+    where no user has a value)."""
+    con = ldpql.connect(seed=8, evaluation=True)
+    m = 252
+    df = pd.DataFrame({"g": ["big"] * 250 + ["one", "null"], "c": [LABELS[i % 3] for i in range(m)],
+                       "x": [7.0] * 251 + [None], "y": [None] * 251 + [3.0]})
+    con.register("t", df, private={"c": LABELS[:4], "x": (0, 10), "y": (0, 10)}, public=["g"], budget=1e6)
+    kv = pd.DataFrame({"uid": [f"u{i}" for i in range(300)] + ["u0"],
+                       "movie": ["a", "b"] * 150 + ["c"], "rating": [4.0, None, 2.0] * 100 + [5.0]})
+    con.register("r", kv, private={"movie": ["a", "b", "c", "d"], "rating": (1, 5)}, public=["uid"],
+                 privacy_unit="uid", sparsity=1, budget=1e6)
+    for q in EDGE:
+        frame = con.sql(q.format(e=eps)).df()
+        cols = [c for c in frame.columns if c.startswith("ldp_") and not c.endswith(("_low", "_high"))]
+        for col in cols:
+            if f"{col}_low" not in frame:   # LDP_MODE: a label, no interval
+                continue
+            for v, lo, hi in frame[[col, f"{col}_low", f"{col}_high"]].itertuples(index=False):
+                if v is None or (isinstance(v, float) and math.isnan(v)):
+                    continue
+                assert math.isfinite(lo) and math.isfinite(hi), (q, eps, v, lo, hi)
+                assert lo - 1e-12 <= v <= hi + 1e-12, (q, eps, v, lo, hi)
+                bounds = (0, 1) if "topk" in col else (1, 5) if "rating" in col else (0, 10)
+                assert bounds[0] - 1e-9 <= lo and hi <= bounds[1] + 1e-9, (q, eps, lo, hi)
