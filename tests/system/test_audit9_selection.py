@@ -215,3 +215,32 @@ def test_edge_groups_and_extreme_epsilon_keep_every_interval_ordered_and_around_
                 assert lo - 1e-12 <= v <= hi + 1e-12, (q, eps, v, lo, hi)
                 bounds = (0, 1) if "topk" in col else (1, 5) if "rating" in col else (0, 10)
                 assert bounds[0] - 1e-9 <= lo and hi <= bounds[1] + 1e-9, (q, eps, lo, hi)
+
+
+# ---- LDP_TOPK coverage near the lattice fallback (cells of examples/audit9b/topk_grid.py) -------------------------
+
+TIES = np.array([4, 4, 4, 2, 2, 2, 1, 1, 1, 1, 0, 0])   # exact ties at ranks 1-3 and 4-6 (d = 12)
+
+
+def tied_counts(n: int) -> np.ndarray:
+    c = np.floor(TIES / TIES.sum() * n).astype(np.int64)
+    c[-1] += n - c.sum()
+    return c
+
+
+def test_topk_below_one_lattice_step_covers_every_rank_with_ties():
+    """The planner's GRR at ε = 8, n = 1,000 (about one standard error per lattice step), exact ties at ranks 1-3 and
+    4-6: every rank's interval covers the value found there at least 0.93 of 300 releases at 95% (grid, another
+    seed: 0.957-1.0; widths 1.36x the per-value interval)."""
+    counts = tied_counts(1000)
+    assert coverage(topk_runs("grr", counts, 8.0, 300, 0.95, 5, 31), counts / 1000).min() >= 0.93
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: between one and ~3 standard errors per lattice step (no per-value join, "
+                   "noise a few discrete flips) the top of a tied block under-covers: forced BRR, eps = 12, n = 1,000, "
+                   "ties, se/step 1.6: ranks 1 and 4 cover 0.862 and 0.853 at 90% (600 releases; 0.873 over 1,200 "
+                   "fresh ones), 0.927/0.925 at 95%; the planner's GRR is 1 point short at se/step 2.2-2.6 (0.890/0.891 "
+                   "at 90% over 1,200). Joining the per-value interval up to se < 3 steps gave 0.923-1.0 (+10% width)")
+def test_topk_between_one_and_three_steps_covers_the_top_of_a_tied_block():
+    counts = tied_counts(1000)
+    assert coverage(topk_runs("brr", counts, 12.0, 600, 0.9, 5, 21), counts / 1000).min() >= 0.88
