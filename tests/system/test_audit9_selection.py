@@ -246,6 +246,26 @@ def test_topk_between_one_and_three_steps_covers_the_top_of_a_tied_block():
     assert coverage(topk_runs("brr", counts, 12.0, 600, 0.9, 5, 21), counts / 1000).min() >= 0.88
 
 
+@pytest.mark.xfail(strict=True, reason="LOW: when the conditional test rejects almost every mean, the hybrid set is a "
+                   "sliver at the edge of the projection band, c·se away from the estimate: e.g. rank 2 of GRR, eps = 2, "
+                   "n = 1,000, estimate 0.1716, se 0.026, truth 0.138, 95% interval [0.0771, 0.0775]; 0.3-1.0% of the "
+                   "rank intervals in the grid's eps 2-4 cells are under a tenth of the median width, and none of them "
+                   "covers (valid in the normal model: they are the test's rejections, but shown as a precise answer); "
+                   "here 0.8% of 1,500 rank intervals are under 0.1x the per-value width, the narrowest 0.021x")
+def test_topk_interval_is_never_a_sliver_far_from_its_estimate():
+    near = np.array([32, 31, 30, 29, 28, 27, 10, 10, 5, 5, 2, 1])   # the grid's near-ties profile
+    counts = np.floor(near / near.sum() * 1000).astype(np.int64)
+    counts[-1] += 1000 - counts.sum()
+    r, rng = oracle("grr", 2.0, 12), np.random.default_rng(41)
+    ratios = []
+    for _ in range(300):
+        raw = r.estimate(r.sample_aggregate(counts, rng), 1000)
+        se, step = np.sqrt(r.variance(np.clip(raw, 0.0, 1.0), 1000)), r.step(1000)
+        lo, hi = winners_interval(raw, se, 5, 0.95, step, correlations(raw, (r.p, r.q, *r.pair_hits(), 1000, 0.0)))
+        ratios.append((hi - lo) / (2 * 1.96 * se[rank(raw, step)[:5]] + step))
+    assert np.min(ratios) >= 0.1
+
+
 # ---- the unflagged conditional mean's interval (cells of examples/audit9b/ratio_grid.py and ratio_confirm.py) -------
 
 # (Var num, Var den, Cov) of Collision's ratio parts at n = 500, ε = 2, 95% NULL, every value at the upper bound
