@@ -228,6 +228,31 @@ def tied_counts(n: int) -> np.ndarray:
     return c
 
 
+def test_the_grid_reads_a_release_as_a_statement_does(monkeypatch):
+    """The grid (and the tests here) rebuild a release's standard errors, step and correlations from the oracle:
+    on a SQL LDP_TOPK release (GRR, ε = 6, 300 users, ties) the statement's are the same, and its shown intervals
+    are winners_interval's on them."""
+    got = []
+    real = histogram.winners_interval
+
+    def spy(raw, se, k, confidence, step=0.0, rho=None):
+        out = real(raw, se, k, confidence, step, rho)
+        got.append((raw.copy(), se.copy(), step, rho, out))
+        return out
+
+    monkeypatch.setattr(histogram, "winners_interval", spy)
+    con = ldpql.connect(seed=12, evaluation=True)
+    table(con, [100, 100, 60, 40, 0])
+    shown = con.sql("SELECT LDP_TOPK(c, 3, mechanism => 'grr') FROM t EPSILON 6").df()
+    (raw, se, step, rho, (lo, hi)), = got
+    r = oracle("grr", 6.0, 6)
+    assert np.allclose(se, np.sqrt(r.variance(np.clip(raw, 0.0, 1.0), 300)), rtol=1e-12)
+    assert step == pytest.approx(r.step(300), rel=1e-12)
+    mine = correlations(raw, (r.p, r.q, *r.pair_hits(), 300, 0.0))
+    assert all(np.allclose(rho(s), mine(s), rtol=1e-12) for s in range(6))
+    assert np.allclose(shown.iloc[:, 2], lo, atol=1e-12) and np.allclose(shown.iloc[:, 3], hi, atol=1e-12)
+
+
 def test_topk_below_one_lattice_step_covers_every_rank_with_ties():
     """The planner's GRR at ε = 8, n = 1,000 (about one standard error per lattice step), exact ties at ranks 1-3 and
     4-6: every rank's interval covers the value found there at least 0.93 of 300 releases at 95% (grid, another
