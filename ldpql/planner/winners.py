@@ -81,7 +81,11 @@ def winners_interval(raw: np.ndarray, se: np.ndarray, k: int, confidence: float,
     ok = sigma > 0
     ends = _invert(x, np.where(ok, sigma, 1.0), lo, hi, c, np.array([[1 - level / 2], [level / 2]]))   # both ends
     ends = np.where(ok, ends, np.stack([plain - half, plain + half]))
-    ends = np.where(lattice, np.stack([np.minimum(ends[0], plain - half), np.maximum(ends[1], plain + half)]), ends)
+    # a set that misses [0, 1] (the conditional test rejects every feasible frequency: ~2% of the ranks at n = 200,
+    # ε = 0.5) would clip to one point, shown as "± 0": the per-value interval is joined to it too
+    missed = (ends[1] <= 0) | (ends[0] >= 1)
+    joined = np.stack([np.minimum(ends[0], plain - half), np.maximum(ends[1], plain + half)])
+    ends = np.where(lattice | missed, joined, ends)
     return np.clip(ends[0], 0.0, 1.0), np.clip(ends[1], 0.0, 1.0)
 
 
