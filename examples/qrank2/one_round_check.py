@@ -14,7 +14,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "audit9"))
 
-import quantile_heldout as h  # noqa: E402
+import quantile_heldout as h
 
 
 def main() -> None:
