@@ -21,7 +21,7 @@ from ldpql.simulation import simulate
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from one_round_share import shapes  # noqa: E402
+from one_round_share import shapes
 
 Z = planner.Z95
 BEFORE = {"bayess": 2 ** (30 / 12), "naive_nbs": 2 ** (6 / 12)}   # the factors of the unsmoothed read-out
