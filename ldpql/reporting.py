@@ -129,12 +129,26 @@ def select_result(p: Plan, cells: list[Cell], estimates: dict, spent: float, rem
     footer += f"; {remaining:.4g} left on {p.table.name}" if remaining is not None else ""
     footer += f"; {p.n:,} users; {elapsed:.2f} s"
     notes = list(p.notes) + list(dict.fromkeys(e.note for e in estimates.values() if e is not None and e.note))
+    notes += _cell_notes(p, cells, estimates)
     if p.accuracy is not None:   # why this ε (ACCURACY ±a)
         notes.insert(0, f"ACCURACY ±{p.accuracy.target:g}: ran at {p.accuracy.summary()}")
     if math.isinf(p.epsilon):
         notes.append(NOT_PRIVATE + " (EPSILON INF: noise off)")
     return Result(output_columns(p), rows, intervals, plan=p, epsilon_spent=spent, notes=notes, footer=footer,
                   elapsed=elapsed)
+
+
+def _cell_notes(p: Plan, cells: list[Cell], estimates: dict) -> list[str]:
+    """The notes an answer makes about its own cell (``extra['cell_note']``, a head and a tail), naming the GROUP BY
+    group between them so that groups with the same answer get notes a reader can tell apart."""
+    out = []
+    for (_, ci), est in estimates.items():
+        if est is None or not est.extra or "cell_note" not in est.extra:
+            continue
+        head, tail = est.extra["cell_note"]
+        group = " and ".join(f"{c} = {v}" for c, v in zip(p.group_by, cells[ci].key)) if p.group_by else ""
+        out.append(f"{head}{f' in the group {group}' if group else ''}: {tail}")
+    return list(dict.fromkeys(out))
 
 
 EXTREMES = ("min", "max")   # aggregate kinds whose answer is a γ-quantile, not the value EVALUATE's truth holds

@@ -85,8 +85,7 @@ def run(c, x: np.ndarray, coins: int, tau: float, eps: float, reps: int) -> dict
         v = int(answer.extra["coin"])
         errors.append(max(0.0, (cdf[v - 1] if v > 0 else 0.0) - tau, tau - cdf[v]))
         for q, z in Z.items():
-            shown[q].append(planner.shown_rank_error(answer, tau, sigma, z) if "questions" in answer.extra
-                            else min(z * sigma, max(tau, 1 - tau)))
+            shown[q].append(planner.shown_rank_error(answer, tau, sigma, z))   # (one-round releases too)
     e = np.array(errors)
     row = {"sigma": round(sigma, 5), "mean_error": round(float(e.mean()), 5)}
     for q, z in Z.items():

@@ -152,7 +152,7 @@ def hierarchical_protocol(space: CoinSpace, eps: float, taus: list[float], branc
         if n == 0:
             return _no_users()
         if space.size == 1:
-            return _release(space, taus, np.ones(1), np.zeros(1), 1, branching, paper)
+            return _release(space, taus, np.ones(1), np.zeros(1), 1, branching, paper, np.zeros(1))
         widths = level_widths(space.size, branching)
         batches = edges(0, split_evenly(n, len(widths)), n)
         randomizers, replies = [], []
@@ -162,13 +162,25 @@ def hierarchical_protocol(space: CoinSpace, eps: float, taus: list[float], branc
             randomizers.append(r)
             replies.append((yield Round(r, enc, users=users, label=f"level of width {w}")))
         cdf, var = cdf_estimate(replies, randomizers, widths, branching, space.size, consistent)
-        return _release(space, taus, cdf, var, len(widths), branching, paper)
+        return _release(space, taus, cdf, var, len(widths), branching, paper,
+                        leaf_variance(cdf, randomizers[0], replies[0].n))
     return protocol
 
 
+def leaf_variance(cdf: np.ndarray, leaves, users: int) -> np.ndarray:
+    """Var of each coin's released frequency (F̂(x) - F̂(x-1)), as the leaf level's own report gives it: OUE's
+    variance and the sampling of that level's users at the released frequency (the raw leaf's; the consistent
+    tree's is smaller, so this is an upper bound). From the release only."""
+    f = np.clip(np.diff(cdf, prepend=0.0), 0.0, 1.0)
+    if users == 0:
+        return np.full(len(f), math.inf)
+    return np.asarray(leaves.variance(f, users), dtype=float)[: len(f)] + f * (1 - f) / users
+
+
 def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarray, levels: int, branching: int,
-             paper: bool) -> Estimate:
+             paper: bool, leaf_var: np.ndarray) -> Estimate:
     answers = {}
+    units = (np.arange(len(cdf)), np.diff(cdf, prepend=0.0), leaf_var)   # per coin: what the release says it holds
     for tau in taus:
         coin = choose_coin(cdf, tau, paper)
 
@@ -178,7 +190,7 @@ def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarr
 
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
                                 extra={"coin": coin, "mechanism": "hierarchical", "interval": interval,
-                                       "cdf_points": (np.arange(len(cdf)), cdf)})
+                                       "cdf_points": (np.arange(len(cdf)), cdf), "units": units, "cdf_var": var})
     values = np.array([float(a.values[0]) for a in answers.values()])
     first = next(iter(answers.values()))
     return Estimate(values, np.full(len(values), math.nan),

@@ -460,6 +460,33 @@ def local_share(tests: list[Question], coin: int, nearest: int) -> float:
     return math.sqrt(max(slope * slope - 0.5 / spread, 0.0)) if slope > 0 else 0.0
 
 
+def release_share(units: tuple[np.ndarray, np.ndarray, np.ndarray], coin: int, nearest: int) -> float:
+    """The share of users per unit (value, or bin) near ``coin``, as a one-round release estimates it: the mean of
+    the released per-unit frequencies f̂ over the ``nearest`` units to the one holding ``coin``, half its noise
+    variance (the units' released variances, independent) subtracted as in :func:`local_share`, and 0 if not
+    positive. ``units`` is (the last coin of each unit, f̂, Var f̂), as the release holds it: post-processing only."""
+    ends, freq, var = (np.asarray(a, dtype=float) for a in units)
+    if len(ends) == 0:
+        return 0.0
+    at = int(np.searchsorted(ends, coin))
+    near = np.argsort(np.abs(np.arange(len(ends)) - at), kind="stable")[:nearest]
+    mean = float(np.mean(freq[near]))
+    noise = float(np.sum(var[near])) / len(near) ** 2
+    return math.sqrt(max(mean * mean - 0.5 * noise, 0.0)) if mean > 0 else 0.0
+
+
+def release_bound(points: tuple[np.ndarray, np.ndarray], var: np.ndarray, coin: int, tau: float, z: float) -> float:
+    """How far τ can be from the answer's rank interval [F(v-1), F(v)] by a one-round release's own estimated CDF
+    at ``points`` (one per coin) and its variances ``var``: the larger of F̂(v-1) + z·se - τ and τ - F̂(v) + z·se,
+    and 0. Post-processing of the release only; where its answer's value holds τ well inside its released
+    rank interval the answer is right and this is 0."""
+    coins, cdf = (np.asarray(a) for a in points)
+    at = int(np.searchsorted(coins, coin))
+    se = np.sqrt(np.asarray(var, dtype=float))
+    low = cdf[at - 1] + z * se[at - 1] - tau if at > 0 else -tau
+    return float(max(low, tau - cdf[at] + z * se[at], 0.0))
+
+
 def quantile_estimate(space: CoinSpace, coin: int, tau: float, tests: list[Question], mechanism: str,
                       note: str = "", extra: dict | None = None) -> Estimate:
     """The Estimate of a search protocol: the value, and its interval as a function of the confidence."""

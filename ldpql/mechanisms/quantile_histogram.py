@@ -100,12 +100,13 @@ def histogram_protocol(space: CoinSpace, eps: float, taus: list[float], bins: in
         freq = np.asarray(r.estimate(reply.summary, reply.n), dtype=float)[: enc.size]
         cdf = np.cumsum(freq)
         var = prefix_variance(r, np.clip(cdf, 0.0, 1.0), np.arange(1, enc.size + 1), reply.n)
-        return _release(space, taus, freq, cdf, var, width)
+        unit_var = np.asarray(r.variance(np.clip(freq, 0.0, 1.0), reply.n), dtype=float)[: enc.size]
+        return _release(space, taus, freq, cdf, var, width, unit_var)
     return protocol
 
 
 def _release(space: CoinSpace, taus: list[float], freq: np.ndarray, cdf: np.ndarray, var: np.ndarray,
-             width: int) -> Estimate:
+             width: int, unit_var: np.ndarray | None = None) -> Estimate:
     answers = {}
     ends = np.minimum(np.arange(1, len(cdf) + 1) * width, space.size) - 1   # the last coin of each bin
     for tau in taus:
@@ -117,7 +118,8 @@ def _release(space: CoinSpace, taus: list[float], freq: np.ndarray, cdf: np.ndar
 
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
                                 extra={"coin": coin, "mechanism": "histogram", "interval": interval,
-                                       "cdf_points": (ends, cdf)})
+                                       "cdf_points": (ends, cdf), "cdf_var": var, "unit_width": width,
+                                       "units": (ends, freq, np.zeros(len(freq)) if unit_var is None else unit_var)})
     values = np.array([float(a.values[0]) for a in answers.values()])
     first = next(iter(answers.values()))
     return Estimate(values, np.full(len(values), math.nan),

@@ -543,3 +543,48 @@ def test_reduce_visits_weighs_without_repeating_every_user():
         w[rng.integers(0, k)] += 1
         q = np.minimum(rng.random() * 0.3 * np.arange(1, 8), 1.0)
         assert np.array_equal(_weighted_quantile(v, w, q), np.quantile(np.repeat(v, w), q))
+
+
+# ---- a one-round release's widened rank error and a search's monotone read-out (issue 11, audit 9) ------------
+
+def test_release_share_and_bound_read_the_release_only():
+    """``release_share``: the answer's own unit's released frequency, half its noise variance subtracted (0 when
+    the noise explains it); ``release_bound``: how far τ is from [F̂(v-1), F̂(v)] widened by z standard errors."""
+    from ldpql.mechanisms.quantile import release_bound, release_share
+    units = (np.arange(4), np.array([0.1, 0.5, 0.3, 0.1]), np.full(4, 1e-4))
+    assert release_share(units, 1, 1) == pytest.approx(math.sqrt(0.25 - 0.5e-4))
+    assert release_share((np.arange(4), np.array([0.1, 0.01, 0.3, 0.1]), np.full(4, 1e-3)), 1, 1) == 0.0
+    assert release_share(units, 1, 3) == pytest.approx(0.3, abs=1e-3)   # the mean over the 3 nearest
+    points, var = (np.arange(4), np.array([0.1, 0.6, 0.9, 1.0])), np.full(4, 1e-4)
+    assert release_bound(points, var, 1, 0.35, 2.0) == 0.0             # τ well inside [0.1, 0.6]
+    assert release_bound(points, var, 1, 0.62, 2.0) == pytest.approx(0.02 + 0.02)
+
+
+@pytest.mark.parametrize("make", [lambda s: hierarchical_protocol(s, 4.0, [0.3], consistent=True),
+                                  lambda s: histogram_protocol(s, 4.0, [0.3], 61)])
+def test_one_round_shown_rank_error_is_post_processing(make):
+    """A one-round release's shown rank error is a function of the release alone: stripping every field but the
+    released ones (mechanism, coin, per-unit frequencies and variances, the CDF and its variances) changes nothing;
+    and it widens ±z·σ on a column where the answer's value holds many users (Poisson(3): 22%)."""
+    from ldpql.mechanisms import Estimate
+    from ldpql.planner.quantile import Z95, shown_rank_error
+    space, rng = CoinSpace(61), np.random.default_rng(5)
+    coins = np.minimum(rng.poisson(3, 4000), 60)
+    got = simulate(make(space)(4000), np.random.default_rng(2), coins=coins).extra["answers"][0.3]
+    keep = ("mechanism", "coin", "units", "cdf_points", "cdf_var", "unit_width")
+    bare = Estimate(got.values, got.stderr, extra={k: got.extra[k] for k in keep if k in got.extra})
+    sigma = 0.004
+    assert shown_rank_error(bare, 0.3, sigma, Z95) == shown_rank_error(got, 0.3, sigma, Z95)
+    assert shown_rank_error(got, 0.3, sigma, Z95) >= Z95 * sigma
+
+
+def test_monotone_points_pool_a_noisy_coin_with_its_neighbours():
+    """The calibrated interval of a search reads its asked coins as one non-decreasing CDF: a coin asked of few
+    users (large variance) that came out above its right neighbour is pooled with it, precise coins stay put."""
+    from ldpql.planner.quantile import monotone_points
+    qs = [Question(10, 0.2, 1000, 1e-4), Question(20, 0.9, 10, 0.04), Question(30, 0.5, 1000, 1e-4),
+          Question(40, 0.8, 1000, 1e-4)]
+    coins, f = monotone_points(qs)
+    assert list(coins) == [10, 20, 30, 40] and np.all(np.diff(f) >= 0)
+    assert f[0] == pytest.approx(0.2) and f[3] == pytest.approx(0.8)
+    assert f[1] == pytest.approx(f[2]) and f[2] < 0.52
