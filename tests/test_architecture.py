@@ -6,6 +6,8 @@ import ast
 import doctest
 import importlib
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,11 @@ def test_no_sql_in_mechanisms_or_planner():
                 if pattern.search(line):
                     found.append(f"{path.relative_to(PACKAGE)}:{no}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_import_ldpql_leaves_scipy_for_later():
+    """`import ldpql` (every CLI run, every REPL start) does not import scipy: its modules are imported inside the
+    functions that need them (scipy.optimize and scipy.stats each add ~0.3-1 s of start-up)."""
+    code = "import sys, ldpql; print(sorted(m for m in sys.modules if m.startswith('scipy')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout[:300]

@@ -37,7 +37,6 @@ from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from ldpql import expr as E
 from ldpql.catalog import NumericDomain, Table, type_kind
@@ -373,6 +372,7 @@ def monotone_points(questions: list) -> tuple[np.ndarray, np.ndarray]:
     """A search's asked coins and their pooled F̂ made non-decreasing (isotonic regression weighted by the inverse
     variances): a coin asked of a few users (a standard error up to ~0.2 at n = 2,000) no longer moves the
     calibrated interval's ends on its own. Post-processing of the release."""
+    from scipy.optimize import isotonic_regression  # imported here: scipy.optimize adds ~0.3 s to `import ldpql`
     stats = sorted(pooled(questions).items())
     coins = np.array([c for c, _ in stats], dtype=np.int64)
     f, var = np.array([s[0] for _, s in stats]), np.array([s[1] for _, s in stats])
