@@ -372,9 +372,12 @@ def worst_variance(p_true: float, p_false: float, what: str, low: float, high: f
     """The same for any Collision coordinate with rates (P_t, P_f) (a joint release's column too): every user at
     one value v (a spread only lowers a fixed population's variance), v on a grid of [−1, 1]."""
     worst = 0.0
+    # the mean's gradient floors the share at 1/n, which is the answer's guard, not a per-user quantity: with n = 1
+    # it would read every share as 1, so the mean's is taken with no floor (its gradient has no other n in it)
+    n = 1 if what != "mean" else 2 ** 62
     for v in np.linspace(-1, 1, 41):
         f = present * np.array([(1 + v) / 2, (1 - v) / 2])
-        grad = gradient(what, f, 1, low, high)
+        grad = gradient(what, f, n, low, high)
         worst = max(worst, float(grad @ covariance(p_true, p_false, f) @ grad))
     return worst
 
@@ -408,7 +411,8 @@ def split_protocol(mean_r: Randomizer, present_r: Randomizer, value, present, lo
     return with_interval(est, 0.95)
 
 
-def split_predicted_variance(mean_worst: float, present_at_one: float) -> float:
-    """n × the largest variance of the split's ratio at a share of 1 with a value: the mean mechanism's worst case
-    plus the share's variance at R² = 1 (both at their worst, which no one data set need reach: conservative)."""
-    return mean_worst + present_at_one
+def split_predicted_variance(mean_worst: float, present_variance: float, present: float = 1.0) -> float:
+    """n × the variance of the split's ratio at a share ``present`` with a value, by the delta method (its one
+    approximation; the reports' noises are independent): (the mean mechanism's worst case + the share's variance
+    at R² = 1)/present², both at their worst, which no one data set need reach (conservative)."""
+    return (mean_worst + present_variance) / present ** 2

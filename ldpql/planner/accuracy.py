@@ -223,6 +223,7 @@ def plan_by_accuracy(select: ast.Select, plan_at: PlanAt, text: str, floor: floa
     top = trials(EPSILON_CAP)
     if top is None:            # the statement cannot run even at the cap: say why, as EPSILON would
         plan_at(EPSILON_CAP)
+    _refuse_unknown_share(top, text, target)
     n, low = top.n, floor * max(len(runs(top)), 1) * 1.01
     chosen = smallest_epsilon(trials, target, low, EPSILON_CAP) if n else low   # no users: nothing is spent
     reached = chosen is not None
@@ -303,6 +304,22 @@ def _check_arguments(select: ast.Select, text: str) -> None:
                              "for example LDP_COUNT(age > 65, accuracy => 50)")
 
 
+def _refuse_unknown_share(p: Plan, text: str, target: float) -> None:
+    """A mean over the users with a value of a nullable column has an error of about 1/share times its error at a
+    share of 1, and the share is private: no ε can promise ±a unless the analyst states the least share
+    (``present => p``, public), so ACCURACY refuses without it (EPSILON statements predict at a reference share)."""
+    for a in p.aggregates:
+        ns = a.target.nulls
+        if a.kind == "mean" and ns is not None and ns.skip and ns.nullable and ns.share is None:
+            col = a.target.column
+            raise _error(f"ACCURACY cannot promise an error for {a.call.sql()}: it is the mean over the users with a "
+                         f"value of `{col}`, whose error grows about as 1/share with the share of users who have one, "
+                         f"and that share is private, so no ε can promise ±{target:g}", text, a.call,
+                         f"state the least share you assume: {a.call.name}({col}, present => 0.5) (public; predicted "
+                         f"at that share), or ask for nulls => 'midpoint' (NULL counts as {ns.value:g}), or declare "
+                         f"`{col}` NOT NULL; EPSILON e runs without it", width=len(a.call.sql()))
+
+
 def refuse_stray_accuracy(select: ast.Select, text: str) -> None:
     """``accuracy =>`` sets an aggregate's own ±a for ACCURACY; without the clause it would silently do nothing."""
     if select.accuracy is not None:
@@ -335,9 +352,9 @@ def _unreachable(acc: Accuracy, at: Plan, goal: dict[int, float], text: str, nod
                   "each aggregate's error")
 
 
-def _error(message: str, text: str, node, hint: str) -> PlanError:
+def _error(message: str, text: str, node, hint: str, width: int = 1) -> PlanError:
     pos = getattr(node, "pos", None) or ast.Pos()
-    return PlanError(message, hint=hint).with_position(text, pos.line or None, pos.column or None)
+    return PlanError(message, hint=hint).with_position(text, pos.line or None, pos.column or None, width)
 
 
 # ---- EPSILON IN (e1, e2, ...) ------------------------------------------------------------------------------

@@ -120,7 +120,10 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
 NULLS_FORMS = {"skip": True, "midpoint": False, "default": False}
 MEAN_ARGS = {"nulls": "'skip' (over the users with a value, as SQL's AVG; the default on a nullable column) or "
                       "'midpoint'/'default' (NULL counts as the column's DEFAULT, else its midpoint), e.g. "
-                      "nulls => 'midpoint'"}
+                      "nulls => 'midpoint'",
+             "present": "the least share of users with a value the analyst assumes (public, never read from the data), "
+                        "at which a mean over the users with a value is predicted, e.g. present => 0.4; ACCURACY "
+                        "needs it on such a mean"}
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,7 @@ class Nulls:
     nullable: bool               # not declared NOT NULL: NULLs may be in the data
     midpoint: Encoding           # the scaled value with NULL as the midpoint (0 on the scaled axis)
     present: Encoding            # 1 where the row has a value, else 0
+    share: float | None = None   # present => p: the analyst's least share with a value, predictions are made at
 
 
 def _nulls(call: ast.Call, col, dom: NumericDomain, text: str) -> Nulls:
@@ -155,13 +159,41 @@ def _nulls(call: ast.Call, col, dom: NumericDomain, text: str) -> Nulls:
         skip = dom.skips_nulls
         why = ("declared NOT NULL" if dom.not_null else "declared DEFAULT" if dom.default is not None else
                "nullable: neither NOT NULL nor DEFAULT is declared")
+    share = _present(call, skip, dom, text)
     zero = Encoding(dom.scaled(col.name, 0.0), None, col.name) if dom.low <= 0 <= dom.high else None
     x = E.number(col.name)
     present = E.indicator(E.Not(E.Logic("OR", (E.IsNull(x), E.call("isnan", x)))))
     return Nulls(skip, dom.null_value, why, dom.low, dom.high,
                  Encoding(dom.scaled_or(col.name, conditional.MISSING), None, col.name), zero, not dom.not_null,
                  Encoding(dom.scaled(col.name, (dom.low + dom.high) / 2), None, col.name),
-                 Encoding(present, 2, f"{col.name} IS NOT NULL"))
+                 Encoding(present, 2, f"{col.name} IS NOT NULL"), share)
+
+
+def _present(call: ast.Call, skip: bool, dom: NumericDomain, text: str) -> float | None:
+    """``present => p``: the analyst's public assumption of the least share of users with a value, in (0, 1], at
+    which a mean over the users with a value is predicted (the share itself is private: the planner cannot know
+    it). Only where NULLs may be there and are skipped, and on a mean: a sum's error does not grow as the share
+    falls (for a fixed population its variance is linear in the share; at share 0 at most 1.2% above its variance
+    at 1 over the domains and ε measured), so its prediction stays at the reference share."""
+    arg = next((a for a in call.named if a.name == "present"), None)
+    if arg is None:
+        return None
+    v, shown = arg.value.value, arg.value.sql()
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+        raise _err(PlanError, f"present => takes the least share of users with a value, a number in (0, 1], not "
+                   f"{shown}", arg, text, width=len(arg.sql()),
+                   hint="for example present => 0.4 (at least 40% of the users have a value); it is your assumption, "
+                        "never read from the data")
+    name = call.name.upper()
+    why = ("it is declared NOT NULL (every user has a value)" if dom.not_null else
+           "its NULLs are not skipped here (NULL counts as a value, so every user counts)" if not skip else
+           "a sum's predicted error does not grow as the share with a value falls" if name == "LDP_SUM" else "")
+    if why:
+        raise _err(PlanError, f"present => sets the share of users with a value a mean over them is predicted at, "
+                   f"and for this {name} {why}", arg, text, width=len(arg.sql()),
+                   hint="remove present =>; it applies to LDP_AVG/LDP_MEAN over a nullable column whose NULLs are "
+                        "skipped")
+    return float(v)
 
 
 def resolve_mean(call: ast.Call, table: Table, text: str, domain: NumericDomain | None = None) -> Target:
@@ -223,6 +255,13 @@ REFERENCE = ("predicted at a public reference share of users with a value of 1: 
              "1/share")
 
 
+def share_note(nulls: Nulls) -> str:
+    """What a mean over the users with a value is predicted at: the declared share, else the reference."""
+    if nulls.share is None:
+        return REFERENCE
+    return f"predicted at a declared share of users with a value of {nulls.share:g} (present => {nulls.share:g})"
+
+
 def _unconditional_rejected(out: list[Candidate], nulls: Nulls) -> list[Candidate]:
     for c in out:
         c.rejected = (f"estimates the mean with NULL as {nulls.value:g}, not over the users with a value "
@@ -233,13 +272,15 @@ def _unconditional_rejected(out: list[Candidate], nulls: Nulls) -> list[Candidat
 def collision_candidate(target: Target, what: str) -> Candidate:
     """Collision (d = 1, s = 1) on the value or NULL (:mod:`ldpql.mechanisms.conditional`): the mean (``what`` =
     'mean') or sum over the users with a value, from one report per user. Its prediction is the largest error over
-    data sets with every user holding a value (a public reference; the planner never reads the share), and holds
-    the sampling error of a users split already (its variance treats the users as a sample)."""
+    data sets with a share of 1 of the users holding a value (a public reference; the planner never reads the share),
+    or for a mean the declared ``present => p`` (exact, by the same delta method), and holds the sampling error of a
+    users split already (its variance treats the users as a sample)."""
     ns = target.nulls
     per = (lambda n: float(n)) if what == "sum" else (lambda n: 1.0)
+    share = ns.share if what == "mean" and ns.share is not None else 1.0
 
     def predict(eps: float, n: int) -> float:
-        return per(n) * math.sqrt(conditional.predicted_variance(eps, what, ns.low, ns.high) / max(n, 1))
+        return per(n) * math.sqrt(conditional.predicted_variance(eps, what, ns.low, ns.high, share) / max(n, 1))
 
     def protocol(eps: float):
         r = conditional.NoNoise() if math.isinf(eps) else conditional.CollisionMean(eps)
@@ -251,7 +292,7 @@ def collision_candidate(target: Target, what: str) -> Candidate:
                 "(a NULL sends no element) and sends one report; the answer is x̄/max(x̲, 1/n), clipped"
                 if what == "mean" else f"reports     Collision with d = 1, s = 1, t = {t}: the sum is n(hi·f₊ + lo·f₋)"]
 
-    return Candidate("collision", "local", 1, predict, protocol, REFERENCE if what == "mean" else "",
+    return Candidate("collision", "local", 1, predict, protocol, share_note(ns) if what == "mean" else "",
                      describe=describe, scale=per if what == "sum" else None,
                      split_se=lambda eps, pop, n: per(pop) * predict(eps, n) / per(n))
 
@@ -259,13 +300,14 @@ def collision_candidate(target: Target, what: str) -> Candidate:
 SPLIT_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)   # the mean report's share of ε the split candidate considers
 
 
-def _split_plan(eps: float) -> tuple[float, Callable[[float], Randomizer], float]:
+def _split_plan(eps: float, present: float = 1.0) -> tuple[float, Callable[[float], Randomizer], float]:
     """(n × predicted variance on the scaled axis, mean mechanism, its ε₁) of the best split of ε between a mean
-    report and a presence bit, each mechanism at its worst case and the ratio at R² = 1, a share of 1 with a value."""
+    report and a presence bit, each mechanism at its worst case and the ratio at R² = 1, at a share ``present`` with
+    a value (1, the reference, or the declared present => p)."""
     out = []
     for share in SPLIT_SHARES:
-        bit = float(RandomizedResponse(eps * (1 - share)).variance(np.ones(1), 1)[0])
-        out += [(conditional.split_predicted_variance(worst_case_variance(make(eps * share), 1), bit), make,
+        bit = float(RandomizedResponse(eps * (1 - share)).variance(np.array([present]), 1)[0])
+        out += [(conditional.split_predicted_variance(worst_case_variance(make(eps * share), 1), bit, present), make,
                  eps * share) for make in (Duchi, Piecewise, Hybrid)]
     return min(out, key=lambda t: t[0])
 
@@ -274,26 +316,27 @@ def split_candidate(target: Target) -> Candidate:
     """Two reports per user: the best unconditional mean mechanism on x with NULL as the midpoint (ε₁) and binary
     randomized response on "x has a value" (ε − ε₁); the mean over the users with a value is their ratio."""
     ns = target.nulls
-    half = (ns.high - ns.low) / 2
+    half, share = (ns.high - ns.low) / 2, 1.0 if ns.share is None else ns.share
 
     def predict(eps: float, n: int) -> float:
-        return half * math.sqrt(_split_plan(eps)[0] / max(n, 1)) if not math.isinf(eps) else 0.0
+        return half * math.sqrt(_split_plan(eps, share)[0] / max(n, 1)) if not math.isinf(eps) else 0.0
 
     def protocol(eps: float):
         if math.isinf(eps):
             mean_r, bit = Identity(None, "mean"), Identity(2, "ones")
         else:
-            _, make, e1 = _split_plan(eps)
+            _, make, e1 = _split_plan(eps, share)
             mean_r, bit = make(e1), RandomizedResponse(eps - e1)
         return lambda n: conditional.split_protocol(mean_r, bit, ns.midpoint, ns.present, ns.low, ns.high, n)
 
     def describe(eps: float, n: int) -> list[str]:
-        _, make, e1 = _split_plan(eps)
+        _, make, e1 = _split_plan(eps, share)
         return [f"reports     two per user: {make(e1).name} at ε₁ = {e1:.3g} on the value (NULL as the midpoint) and "
                 f"randomized response at ε₂ = {eps - e1:.3g} on whether it has one; the answer is mid + (m̃ − mid)/π̂"]
 
-    return Candidate("split", "local", 2, predict, protocol, REFERENCE, describe=describe,
-                     sampling=lambda pop: half ** 2)
+    # a users split's sampling error: the mean of the n·share users with a value asked (spread ≤ half²)
+    return Candidate("split", "local", 2, predict, protocol, share_note(ns), describe=describe,
+                     sampling=lambda pop: half ** 2 / share)
 
 
 def mean_candidates(target: Target) -> list[Candidate]:

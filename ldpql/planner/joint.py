@@ -60,6 +60,7 @@ class Column:
     mid: float
     skip: bool      # NULLs skipped: the answer is the mean over the users with a value (Collision only)
     item: E.Expr    # what the user's device computes: x' in [-1, 1], NaN for a skipped NULL
+    share: float | None = None   # present => p on its mean: the declared least share with a value
 
 
 def _named(call, name: str):
@@ -112,12 +113,17 @@ def _columns(ctx, runs) -> tuple[list[Column], list[int]]:
         col = ctx.table.column(a.call.args[0].name if counted else a.target.column)   # (a sum: as its mean)
         dom = col.domain
         skip = counted or _skips(a, dom)
+        share = getattr(getattr(a.target, "nulls", None), "share", None) if skip and not counted else None
+        old = cols.get((col.name, skip))
+        if old is not None and share is not None:   # two means of one column: the least share declared
+            cols[(col.name, skip)] = dataclasses.replace(old, share=min(share, old.share or 1.0))
         if (col.name, skip) not in cols:
             scaled = dom.scaled(col.name)
             if skip:   # a NULL (or a value that does not convert) is no element: NaN, not the midpoint
                 raw = E.number(col.name)
                 scaled = E.Case(E.Logic("OR", (E.IsNull(raw), E.call("isnan", raw))), E.Literal(math.nan), scaled)
-            cols[(col.name, skip)] = Column(col.name, (dom.high - dom.low) / 2, (dom.high + dom.low) / 2, skip, scaled)
+            cols[(col.name, skip)] = Column(col.name, (dom.high - dom.low) / 2, (dom.high + dom.low) / 2, skip, scaled,
+                                            share)
         where.append(list(cols).index((col.name, skip)))
     return list(cols.values()), where
 
@@ -135,7 +141,9 @@ def aggregate_se(kind: str, eps0: float, cols: list[Column], j: int, what: str, 
         return scale * c.half * math.sqrt(predicted_variance(kind, eps0, d, n))
     pt, pf = collision.rates(eps0, d, optimal_t(kind, eps0, d))
     low, high = (c.mid - c.half, c.mid + c.half) if what == "sum" else (-1.0, 1.0)
-    return scale * (1 if what == "sum" else c.half) * math.sqrt(worst_variance(pt, pf, what, low, high) / max(n, 1))
+    share = c.share if what == "mean" and c.share is not None else 1.0   # (a sum's: see aggregates._present)
+    return scale * (1 if what == "sum" else c.half) * math.sqrt(worst_variance(pt, pf, what, low, high, share)
+                                                                / max(n, 1))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -204,7 +212,15 @@ def joint_candidate(kind: str, cols: list[Column], owner: int = 0, delta: float 
             lines.append(f"shuffle     users randomize at ε₀ = {e0:.4g}; shuffled, the reports are (ε_c, δ) = ({eps:g}, "
                          f"{cand.delta:g})-DP by the exact clone reduction at α_mix = s/Ω = {alpha:.4g} (Feldman, "
                          "McMillan and Talwar 2023, computed as in Wang et al. 2023)")
-        skipped = [cols[j].name for j, what in wants if what == "mean" and cols[j].skip]
+        declared: dict[float, list[str]] = {}
+        for j, what in wants:
+            if what == "mean" and cols[j].skip and cols[j].share:
+                declared.setdefault(cols[j].share, []).append(cols[j].name)
+        for share, names in declared.items():
+            lines.append(f"conditional {', '.join(names)}: NULLs skipped, the mean over the users with a value "
+                         f"(Collision's conditional mean), predicted at a declared share of users with a value of "
+                         f"{share:g} (present => {share:g})")
+        skipped = [cols[j].name for j, what in wants if what == "mean" and cols[j].skip and not cols[j].share]
         if skipped:
             lines.append("conditional " + ", ".join(skipped) + ": NULLs skipped, the mean over the users with a "
                          "value (Collision's conditional mean), predicted as if every user had one: a column where a "

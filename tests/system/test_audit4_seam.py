@@ -478,7 +478,7 @@ def test_an_accuracy_statement_spends_what_it_charges(monkeypatch):
     con = ldpql.connect()
     con.register("t", pa.table({"x": np.random.default_rng(0).uniform(0, 1, 20_000), "g": np.arange(20_000) % 2}),
                  private={"x": (0, 1)}, public=["g"], budget=10)
-    res = con.sql("SELECT g, LDP_MEAN(x), LDP_MEDIAN(x) FROM t GROUP BY g ACCURACY ±0.05")
+    res = con.sql("SELECT g, LDP_MEAN(x, present => 1), LDP_MEDIAN(x) FROM t GROUP BY g ACCURACY ±0.05")
     eps = res.plan.epsilon
     assert 0 < eps < 10 and seen and max(seen) <= eps * (1 + 1e-9)
     (row,) = con.sql("SHOW BUDGET t").fetchall()
