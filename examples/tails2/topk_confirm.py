@@ -12,7 +12,7 @@ from pathlib import Path
 from ldpql.planner.histogram import ORACLES
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "audit9b"))
-from topk_grid import K, PROFILES, cell  # noqa: E402  (the grid's own cells and seeds)
+from topk_grid import PROFILES, K, cell
 
 CELLS = [("ties", 1000, 10.0, "brr"), ("ties", 1000, 12.0, "brr"), ("near", 1000, 10.0, "brr"),
          ("near", 1000, 12.0, "brr"), ("gaps", 1000, 10.0, "brr"), ("gaps", 1000, 12.0, "brr")]
