@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ldpql.mechanisms.base import debiased_skewness
 from ldpql.planner.histogram import ORACLES
 from ldpql.planner.winners import correlations, rank, winners_interval
 
@@ -45,10 +46,11 @@ def main(reps: int = 600) -> None:
             raw = r.estimate(r.sample_aggregate(counts, rng), m)
             se, step = np.sqrt(r.variance(np.clip(raw, 0.0, 1.0), m)), r.step(m)
             rho = correlations(raw, (r.p, r.q, *r.pair_hits(), m, 0.0))
+            skew = debiased_skewness(np.clip(raw, 0.0, 1.0), m, r.p, r.q)
             top = rank(raw, step)[:K]
             ratio.append(se[top[-1]] / step)
             for c in hits:
-                lo, hi = winners_interval(raw, se, K, c, step, rho)
+                lo, hi = winners_interval(raw, se, K, c, step, rho, skew)
                 hits[c] += (lo <= truth[top]) & (truth[top] <= hi)
                 width[c] += (hi[-1] - lo[-1]) / step / reps
         for c, h in hits.items():

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpql.mechanisms.base import debiased_total_variance
+from ldpql.mechanisms.base import HitRates, debiased_skewness, debiased_total_variance
 from ldpql.planner.histogram import ORACLES, _interval
 from ldpql.planner.winners import correlations, rank, winners_interval
 
@@ -68,10 +68,11 @@ def cell(profile: str, n: int, eps: float, oracle: str, reps: int, seed: int) ->
         raw = r.estimate(summary, n)
         se, step = np.sqrt(r.variance(np.clip(raw, 0.0, 1.0), n)), r.step(n)
         rho = correlations(raw, (r.p, r.q, *pairs, n, 0.0)) if pairs else None
+        skew = debiased_skewness(np.clip(raw, 0.0, 1.0), n, r.p, r.q) if isinstance(r, HitRates) else None
         top = rank(raw, step)[:K]
         ratio.append(np.median(se[top]) / step)
         for c in CONF:
-            lo, hi = winners_interval(raw, se, K, c, step, rho)
+            lo, hi = winners_interval(raw, se, K, c, step, rho, skew)
             plo, phi = _interval(raw[top], se[top], c, step)
             hits[c] += (lo <= truth[top]) & (truth[top] <= hi)
             width[c] += hi - lo

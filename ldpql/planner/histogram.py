@@ -137,7 +137,7 @@ def _frequencies(how: str, d: int, pick: Callable[..., np.ndarray] | None = None
         if ranked and np.all(np.isfinite(raw)):
             pairs = release.extra.get("pairs")   # correlated estimates (one report per user): their covariance
             interval = winners_interval(raw, se, len(idx), confidence, release.step,
-                                        correlations(raw, pairs) if pairs else None)
+                                        correlations(raw, pairs) if pairs else None, release.extra.get("skew"))
             note = NOTES[how] + "; " + RANKED_NOTE
         return Estimate(post[idx], se[idx], note=note, extra=extra, interval=interval, interval_confidence=confidence,
                         step=release.step)

@@ -19,6 +19,7 @@ import pytest
 from scipy.stats import beta
 
 import ldpql
+from ldpql.mechanisms.base import HitRates, debiased_skewness
 from ldpql.mechanisms.conditional import MISSING, CollisionMean, answer, covariance, ratio_interval, with_interval
 from ldpql.planner import quantile as planner
 from ldpql.planner.histogram import ORACLES
@@ -151,7 +152,8 @@ def _draw(r, counts, rng):
     raw = r.estimate(summary, n)
     pairs = r.pair_hits() if hasattr(r, "pair_hits") else None
     rho = correlations(raw, (r.p, r.q, *pairs, n, 0.0)) if pairs else None
-    return raw, np.sqrt(r.variance(np.clip(raw, 0.0, 1.0), n)), r.step(n), rho
+    skew = debiased_skewness(np.clip(raw, 0.0, 1.0), n, r.p, r.q) if isinstance(r, HitRates) else None
+    return raw, np.sqrt(r.variance(np.clip(raw, 0.0, 1.0), n)), r.step(n), rho, skew
 
 
 def test_topk_k10_covers_the_value_found_at_each_rank_with_ties():
@@ -167,10 +169,10 @@ def test_topk_k10_covers_the_value_found_at_each_rank_with_ties():
     rng = np.random.default_rng(17)
     hits, runs = {0.95: np.zeros(10), 0.9: np.zeros(10)}, 400
     for _ in range(runs):
-        raw, se, step, rho = _draw(r, counts, rng)
+        raw, se, step, rho, skew = _draw(r, counts, rng)
         top = rank(raw, step)[:10]
         for c in hits:
-            lo, hi = winners_interval(raw, se, 10, c, step, rho)
+            lo, hi = winners_interval(raw, se, 10, c, step, rho, skew)
             assert np.all((0 <= lo) & (lo <= hi) & (hi <= 1))
             hits[c] += (lo <= truth[top]) & (truth[top] <= hi)
     for c, h in hits.items():
@@ -347,9 +349,9 @@ def test_topk_covers_the_top_of_a_tie_block_near_the_lattice_fallback():
     rng = np.random.default_rng(77)
     hits, runs = 0, 300
     for _ in range(runs):
-        raw, se, step, rho = _draw(r, counts, rng)
+        raw, se, step, rho, skew = _draw(r, counts, rng)
         top = rank(raw, step)[:6]   # the engine's ranking (exact ties by the release-seeded jitter)
-        lo, hi = winners_interval(raw, se, 6, 0.95, step, rho)
+        lo, hi = winners_interval(raw, se, 6, 0.95, step, rho, skew)
         hits += lo[5] <= truth[top[5]] <= hi[5]
     assert upper(hits, runs) >= 0.95, f"rank 6: {hits}/{runs}"
 
