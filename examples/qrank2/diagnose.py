@@ -1,4 +1,6 @@
 """Why two of audit 9's chosen search cells under-cover (measurement only; nothing here changes the engine).
+(``local_share`` left the engine with examples/qrank3; this script reads the copy in examples/qrank3/rules.py, and
+``shown_rank_error`` is now the engine's current rule, so a re-run no longer reproduces diagnose.txt.)
 
 1. NaiveNBS, 3 atoms of 10% each plus a normal part on INTEGER 0..100, n = 20,000, ε = 0.5, τ = 0.1: which values
    the answers land on, how often the shown rank error misses on each, and what ``local_share`` estimated there.
@@ -21,11 +23,12 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "audit9"))
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "qrank3"))
 
 import quantile_heldout as h
 from one_round_share import shapes
+from rules import old_local_share
 
-from ldpql.mechanisms.quantile import local_share
 from ldpql.planner import quantile as planner
 from ldpql.simulation import simulate
 
@@ -49,7 +52,8 @@ def atoms() -> None:
         runs[v] += 1
         misses[v] += err > s
         shown.setdefault(v, []).append(s)
-        shares.setdefault(v, []).append(local_share(a.extra["questions"], v, 6))
+        qs = np.array([(q.coin, q.estimate, q.variance) for q in a.extra["questions"]])
+        shares.setdefault(v, []).append(old_local_share(qs, v, 6))
     print("answer  runs  missed  rank error  mean shown  mean local_share")
     for v in sorted(runs):
         err = max(0.0, (cdf[v - 1] if v else 0.0) - tau, tau - cdf[v])

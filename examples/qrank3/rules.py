@@ -57,15 +57,37 @@ def search_bound(qs: np.ndarray, v: int, tau: float, z: float, nearest_only: boo
     return max(ucb - tau, tau - lcb, 0.0)
 
 
+OLD_DISCRETE = {"bayess": (10, 3.0), "naive_nbs": (6, 1.0), "shuffle_nbs": (6, 1.0)}
+
+
+def old_local_share(qs: np.ndarray, coin: int, nearest: int) -> float:
+    """The widening before (``local_share`` of commit 19f4c8d): the weighted slope of the pooled F̂ over the
+    ``nearest`` asked coins, half its noise subtracted."""
+    coins, f, se = pooled(qs)
+    if len(coins) < 2:
+        return 0.0
+    near = np.argsort(np.abs(coins - coin), kind="stable")[:nearest]
+    x, y, w = coins[near].astype(float), f[near], 1 / np.maximum(se[near] ** 2, 1e-12)
+    centred = x - np.average(x, weights=w)
+    spread = float(np.sum(w * centred ** 2))
+    if spread <= 0:
+        return 0.0
+    slope = float(np.sum(w * centred * y)) / spread
+    return math.sqrt(max(slope * slope - 0.5 / spread, 0.0)) if slope > 0 else 0.0
+
+
 def rules(row: dict, v: int, qs: np.ndarray, z: float) -> dict[str, float]:
     tau, sigma, mech = row["tau"], row["sigma"], row["mechanism"]
     cap = max(tau, 1 - tau)
-    cur = planner.shown_rank_error(answer(mech, v, qs), tau, sigma, z)
-    sbn = search_bound(qs, v, tau, z, True)
     zs = min(z * sigma, cap)
-    out = {"current": cur, "zsigma": zs, "max(zs,sbn)": max(zs, sbn), "max(cur,sbn)": max(cur, sbn)}
-    for w in (1.0, 1.5, 2.0, 3.0):
+    nearest, k = OLD_DISCRETE[mech]
+    out = {"before": min(z * sigma + k * old_local_share(qs, v, nearest), cap), "zsigma": zs,
+           "engine": planner.shown_rank_error(answer(mech, v, qs), tau, sigma, z)}
+    for w in (0.0, 1.0):
         out[f"max(zs,sbm{w:g})"] = max(zs, search_bound(qs, v, tau, z, True, w))
+    if mech == "bayess":
+        for w in (1.0, 3.0, 1e9):
+            out[f"max(zs,sball{w:g})"] = max(zs, search_bound(qs, v, tau, z, False, w))
     return out
 
 
@@ -74,10 +96,10 @@ def low_range(k: int, m: int) -> float:
     return 1.0 if k == m else float(beta.ppf(0.975, k + 1, m - k))
 
 
-def main(grids: str) -> None:
+def main(grids: str, only: str = "") -> None:
     rows = []
     for g in grids.split(","):
-        rows += pickle.load(open(HERE / f"{g}.pkl", "rb"))
+        rows += [r for r in pickle.load(open(HERE / f"{g}.pkl", "rb")) if not only or r["mechanism"] == only]
     out = []
     for row in rows:
         errs = np.array([r[1] for r in row["runs"]])
@@ -92,7 +114,7 @@ def main(grids: str) -> None:
                 rec[f"{name}|cov{int(q*100)}"] = float(np.mean(errs <= a + 1e-12))
                 rec[f"{name}|w{int(q*100)}"] = float(a.mean() / (z * row["sigma"]))
         out.append(rec)
-    names = [k.split("|")[0] for k in out[0] if k.endswith("|cov95")]
+    names = list(dict.fromkeys(k.split("|")[0] for r in out for k in r if k.endswith("|cov95")))
     m = len(rows[0]["runs"])
     print(f"{len(out)} cells, {m} runs each")
     for mech in ("all", "bayess", "naive_nbs", "shuffle_nbs"):
@@ -105,17 +127,19 @@ def main(grids: str) -> None:
             for name in names:
                 line = f"{name:24s}"
                 for q in (95, 90):
+                    if not all(f"{name}|cov{q}" in r for r in part):
+                        continue
                     cov = np.array([r[f"{name}|cov{q}"] for r in part])
                     sig = sum(low_range(round(c * m), m) < q / 100 for c in cov)
                     wid = np.median([r[f"{name}|w{q}"] for r in part])
                     line += f" | {q}: under-2 {np.sum(cov < q/100 - 0.02):3d} sig {sig:3d} min {cov.min():.3f} " \
                             f"mean {cov.mean():.3f} >.995 {np.sum(cov > 0.995):3d} medw {wid:.2f}"
                 print(line)
-    with open(HERE / f"{grids.replace(',', '+')}_rules.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out[0]))
+    with open(HERE / f"{grids.replace(',', '+')}{'_' + only if only else ''}_rules.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in out for k in r)))
         w.writeheader()
         w.writerows(out)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")

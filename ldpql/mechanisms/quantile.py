@@ -437,34 +437,33 @@ def rank_interval(points: tuple[np.ndarray, np.ndarray], tau: float, alpha: floa
     return min(low, high, coin), min(max(low, high, coin), size - 1)
 
 
-def local_share(tests: list[Question], coin: int, nearest: int) -> float:
-    """The share of users per value near ``coin``, as a search's own release estimates it: the slope of the
-    pooled F̂(c) against c (least squares weighted by the inverse variances) over the ``nearest`` asked coins,
-    its squared noise (the slope's variance) subtracted, and 0 if not positive. Post-processing of the released
-    counts only. On data where single values hold many users (an integer column's few values near τ, a Zipf
-    column's first values) it is about what one value holds; on smooth data it is near 0."""
+def bracket_bound(tests: list[Question], coin: int, tau: float, z: float, window: float) -> float:
+    """How far τ can be from the rank interval [F(v-1), F(v)] of the answer v = ``coin``, read from the search's own
+    questions: F is non-decreasing, so the nearest asked coin c⁺ >= v - 1 bounds F(v - 1) from above and the nearest
+    c⁻ <= v bounds F(v) from below, each by its pooled estimate ± z'·se. The search chose its bracket from these
+    same estimates, and any asked coin whose estimate is within ``window``·z·se of τ could have been a bracket with a
+    large error: z' is Bonferroni's over those coins (one at ``window`` = 0). No coin asked on a side: that side is
+    bounded by the whole range. Post-processing of the released counts only."""
     stats = pooled(tests)
-    if len(stats) < 2:
-        return 0.0
-    coins = np.array(sorted(stats), dtype=float)
-    f, var = (np.array([stats[int(c)][i] for c in coins]) for i in (0, 1))
-    near = np.argsort(np.abs(coins - coin), kind="stable")[:nearest]
-    x, y, w = coins[near], f[near], 1 / np.maximum(var[near], 1e-12)
-    centred = x - np.average(x, weights=w)
-    spread = float(np.sum(w * centred ** 2))
-    if spread <= 0:
-        return 0.0
-    slope = float(np.sum(w * centred * y)) / spread
-    # E[slope²] = share² + 1/spread: half that noise term subtracted (measured: the whole one lost the
-    # Zipf column's coins, none widened smooth data; examples/audit8_accuracy/quantile_discrete.py)
-    return math.sqrt(max(slope * slope - 0.5 / spread, 0.0)) if slope > 0 else 0.0
+    coins = np.array(sorted(stats), dtype=np.int64)
+    if len(coins) == 0:
+        return max(tau, 1 - tau)
+    f = np.array([stats[int(c)][0] for c in coins])
+    se = np.sqrt([stats[int(c)][1] for c in coins])
+    plausible = max(int(np.sum(np.abs(f - tau) < window * z * se)), 1)
+    z = NormalDist().inv_cdf(1 - NormalDist().cdf(-z) / plausible)
+    up, down = coins >= coin - 1, coins <= coin
+    high = 0.0 if coin == 0 else min(f[up][0] + z * se[up][0], 1.0) if up.any() else 1.0   # ≥ F(v - 1)
+    low = max(f[down][-1] - z * se[down][-1], 0.0) if down.any() else 0.0                  # ≤ F(v)
+    return float(max(high - tau, tau - low, 0.0))
 
 
 def release_share(units: tuple[np.ndarray, np.ndarray, np.ndarray], coin: int, nearest: int) -> float:
     """The share of users per unit (value, or bin) near ``coin``, as a one-round release estimates it: the mean of
     the released per-unit frequencies f̂ over the ``nearest`` units to the one holding ``coin``, half its noise
-    variance (the units' released variances, independent) subtracted as in :func:`local_share`, and 0 if not
-    positive. ``units`` is (the last coin of each unit, f̂, Var f̂), as the release holds it: post-processing only."""
+    variance (the units' released variances, independent) subtracted (E[f̂²] = share² + Var f̂; half of it: the
+    whole lost real atoms, none widened smooth data), and 0 if not positive. ``units`` is (the last coin of each
+    unit, f̂, Var f̂), as the release holds it: post-processing only."""
     ends, freq, var = (np.asarray(a, dtype=float) for a in units)
     if len(ends) == 0:
         return 0.0
@@ -656,6 +655,7 @@ def bayess_protocol(space: CoinSpace, eps: float, tau: float, c: float = C_DEFAU
         if reason:
             found = yield from nbs_protocol(space, eps, tau, paper, mechanism="bayess")(n)
             found.note = f"bayess fell back to naive_nbs: {reason}"
+            found.extra["search"] = "naive_nbs"   # what ran, for reading its release (its σ stays the planned one)
             return found
         plan = BayessPlan.make(n, space.size, c, max_rounds)
         params = BayesParams.for_target(tau, eps, plan.a_u)

