@@ -76,6 +76,30 @@ def old_local_share(qs: np.ndarray, coin: int, nearest: int) -> float:
     return math.sqrt(max(slope * slope - 0.5 / spread, 0.0)) if slope > 0 else 0.0
 
 
+def window_bound(qs: np.ndarray, v: int, tau: float, z: float, ks: tuple = (1, 2, 4, 8, 16, 32),
+                 bonferroni: bool = True) -> float:
+    """The bracket bound from nested windows of the k nearest asked coins on each side (their inverse-variance
+    pooled estimate bounds a weighted mean of F over the window, itself >= F(v-1) above, <= F(v) below)."""
+    from statistics import NormalDist
+    coins, f, se = pooled(qs)
+    zk = NormalDist().inv_cdf(1 - NormalDist().cdf(-z) / len(ks)) if bonferroni else z
+    def side(sel, order):
+        c, ff, ss = coins[sel][order], f[sel][order], se[sel][order]
+        best = None
+        for k in ks:
+            if k > len(c):
+                break
+            w = 1 / ss[:k] ** 2
+            m, e = float(np.sum(w * ff[:k]) / w.sum()), float(np.sqrt(1 / w.sum()))
+            best = (m, e) if best is None else best
+            yield m, e
+    up = [m + zk * e for m, e in side(coins >= v - 1, slice(None))]
+    down = [m - zk * e for m, e in side(coins <= v, slice(None, None, -1))]
+    high = 0.0 if v == 0 else min(min(up), 1.0) if up else 1.0
+    low = max(max(down), 0.0) if down else 0.0
+    return max(high - tau, tau - low, 0.0)
+
+
 def rules(row: dict, v: int, qs: np.ndarray, z: float) -> dict[str, float]:
     tau, sigma, mech = row["tau"], row["sigma"], row["mechanism"]
     cap = max(tau, 1 - tau)
@@ -84,10 +108,10 @@ def rules(row: dict, v: int, qs: np.ndarray, z: float) -> dict[str, float]:
     out = {"before": min(z * sigma + k * old_local_share(qs, v, nearest), cap), "zsigma": zs,
            "engine": planner.shown_rank_error(answer(mech, v, qs), tau, sigma, z)}
     for w in (0.0, 1.0):
-        out[f"max(zs,sbm{w:g})"] = max(zs, search_bound(qs, v, tau, z, True, w))
-    if mech == "bayess":
-        for w in (1.0, 3.0, 1e9):
-            out[f"max(zs,sball{w:g})"] = max(zs, search_bound(qs, v, tau, z, False, w))
+        out[f"max(zs,sbm{w:g})"] = max(zs, search_bound(qs, v, tau, z, True, w))   # (the engine of 02e29fb: w = 0 / 1)
+    out["max(zs,win)"] = max(zs, window_bound(qs, v, tau, z))
+    out["max(zs,win-nob)"] = max(zs, window_bound(qs, v, tau, z, bonferroni=False))
+    out["max(zs,win124)"] = max(zs, window_bound(qs, v, tau, z, (1, 2, 4)))
     return out
 
 
