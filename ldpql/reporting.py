@@ -145,7 +145,9 @@ def _cell_notes(p: Plan, cells: list[Cell], estimates: dict) -> list[str]:
     for (_, ci), est in estimates.items():
         if est is None or not est.extra or "cell_note" not in est.extra:
             continue
-        head, tail = est.extra["cell_note"]
+        head, tail, *group_only = est.extra["cell_note"]   # (a third, True: said only under GROUP BY)
+        if group_only and group_only[0] and not p.group_by:
+            continue
         group = " and ".join(f"{c} = {v}" for c, v in zip(p.group_by, cells[ci].key)) if p.group_by else ""
         out.append(f"{head}{f' in the group {group}' if group else ''}: {tail}")
     return list(dict.fromkeys(out))

@@ -437,39 +437,25 @@ def rank_interval(points: tuple[np.ndarray, np.ndarray], tau: float, alpha: floa
     return min(low, high, coin), min(max(low, high, coin), size - 1)
 
 
-def bracket_bound(tests: list[Question], coin: int, tau: float, z: float, windows: tuple[int, ...],
-                  bonferroni: bool) -> float:
+def bracket_bound(tests: list[Question], coin: int, tau: float, z: float, window: float) -> float:
     """How far τ can be from the rank interval [F(v-1), F(v)] of the answer v = ``coin``, read from the search's own
-    questions. F is non-decreasing, so the pooled estimate of the k nearest asked coins at or above v - 1 estimates
-    a mean of F that is at least F(v - 1), and + z·se bounds it from above; likewise the k nearest at or below v
-    bound F(v) from below. The tightest over k in ``windows`` (1: the bracketing coin alone; more: more users,
-    further coins); ``bonferroni`` raises z for the choice among the windows. A side with no asked coin is bounded
-    by the whole range. Post-processing of the released counts only."""
+    questions: F is non-decreasing, so the nearest asked coin c⁺ >= v - 1 bounds F(v - 1) from above and the nearest
+    c⁻ <= v bounds F(v) from below, each by its pooled estimate ± z'·se. The search chose its bracket from these
+    same estimates, and any asked coin whose estimate is within ``window``·z·se of τ could have been a bracket with a
+    large error: z' is Bonferroni's over those coins (one at ``window`` = 0). No coin asked on a side: that side is
+    bounded by the whole range. Post-processing of the released counts only."""
     stats = pooled(tests)
-    if bonferroni:
-        z = NormalDist().inv_cdf(1 - NormalDist().cdf(-z) / len(windows))
     coins = np.array(sorted(stats), dtype=np.int64)
-    est, var = (np.array([stats[int(c)][i] for c in coins]) for i in (0, 1))
-    above, below = coins >= coin - 1, coins <= coin
-    high = 0.0 if coin == 0 else min(_window_ends(est[above], var[above], windows, z), default=1.0)   # >= F(v-1)
-    low = max(_window_ends(est[below][::-1], var[below][::-1], windows, -z), default=0.0)               # <= F(v)
+    if len(coins) == 0:
+        return max(tau, 1 - tau)
+    f = np.array([stats[int(c)][0] for c in coins])
+    se = np.sqrt([stats[int(c)][1] for c in coins])
+    plausible = max(int(np.sum(np.abs(f - tau) < window * z * se)), 1)
+    z = NormalDist().inv_cdf(1 - NormalDist().cdf(-z) / plausible)
+    up, down = coins >= coin - 1, coins <= coin
+    high = 0.0 if coin == 0 else min(f[up][0] + z * se[up][0], 1.0) if up.any() else 1.0   # ≥ F(v - 1)
+    low = max(f[down][-1] - z * se[down][-1], 0.0) if down.any() else 0.0                  # ≤ F(v)
     return float(max(high - tau, tau - low, 0.0))
-
-
-def _window_ends(est: np.ndarray, var: np.ndarray, windows: tuple[int, ...], z: float) -> list[float]:
-    """For each k in ``windows`` (at most the coins there are), the inverse-variance pooled estimate of the first k
-    coins plus z standard errors (a noise-free question pools to itself)."""
-    out = []
-    for k in windows:
-        if k > len(est):
-            break
-        v = var[:k]
-        if np.any(v <= 0):
-            out.append(float(est[:k][v <= 0][0]))
-            continue
-        w = 1 / v
-        out.append(float(np.sum(w * est[:k]) / w.sum() + z * math.sqrt(1 / w.sum())))
-    return out
 
 
 def release_share(units: tuple[np.ndarray, np.ndarray, np.ndarray], coin: int, nearest: int) -> float:

@@ -52,9 +52,9 @@ def test_heldout_planner_choice_covers_on_a_lognormal_column(heldout):
     """Was a strict xfail (HIGH): off the builder's cells the planner's own choice under-covered (held-out grid, 200
     runs per cell: at n = 2,000, 19 of 135 chosen cells under nominal - 2 points at 95%, 13 at 90%). Worst: rounded
     lognormal(4, 0.8) on INTEGER 0..2000, n = 2,000, ε = 1, τ = 0.9, BayeSS (chosen): 0.800 at 95%, 0.755 at 90%.
-    A search now shows max(z·σ, what its questions next to the answer bound) (``bracket_bound``; examples/qrank3):
-    0.995 / 0.955 at 2.0x z·σ. The whole held-out grid (examples/qrank3/heldout_rules.csv, 765 cells of every search
-    forced): none under nominal - 2 points at 95%, one at 90% (0.865, not significantly)."""
+    A search now shows max(z·σ, what its bracketing questions bound) (``bracket_bound``; examples/qrank3): 1.000 /
+    1.000 at 3.5x z·σ. The whole held-out grid (examples/qrank3/heldout_rules.csv, 765 cells of every search forced,
+    column max(zs,sbm0/1) per family): none under nominal - 2 points at 95% or 90%."""
     shape = "lognormal(4,0.8) 0..2000"
     assert heldout.chosen(heldout.shapes(2000)[shape][1], 2001, 0.9, 1.0) == "bayess"
     row = _cell(heldout, shape, 2000, 1.0, 0.9, "bayess")
@@ -84,8 +84,8 @@ def test_heldout_no_widening_where_the_answer_is_exact(heldout):
 
 def test_heldout_naive_nbs_covers_on_a_smooth_column_at_small_n(heldout):
     """Was a strict xfail (HIGH): rounded normal(500, 60) on INTEGER 0..1000, n = 2,000, ε = 0.5, τ = 0.25, NaiveNBS:
-    0.855 at 95%, 0.825 at 90% (the calibrated σ is short at small n). Bounded by the bracket now: 0.985 / 0.970 at
-    1.5x z·σ."""
+    0.855 at 95%, 0.825 at 90% (the calibrated σ is short at small n). Bounded by the bracket now: 0.990 / 0.975 at
+    1.7x z·σ."""
     row = _cell(heldout, "normal(500,60) 0..1000", 2000, 0.5, 0.25, "naive_nbs")
     assert row["cov95"] >= 0.93 and row["cov90"] >= 0.88, row
 
@@ -93,7 +93,7 @@ def test_heldout_naive_nbs_covers_on_a_smooth_column_at_small_n(heldout):
 def test_heldout_chosen_naive_nbs_covers_on_atoms_at_large_n(heldout):
     """Was a strict xfail (HIGH): 3 atoms of 10% each plus a normal part on INTEGER 0..100, n = 20,000, ε = 0.5,
     τ = 0.1, NaiveNBS (chosen): 0.885 at 95%, 0.770 at 90% (an answer a few values off the atom, which the slope
-    estimate of the share per value could not see). The bracket's step shows it now: 0.985 / 0.940 at 1.4x z·σ."""
+    estimate of the share per value could not see). The bracket's step shows it now: 0.985 / 0.905 at 1.45x z·σ."""
     shape = "3 atoms (10% each) + normal 0..100"
     assert heldout.chosen(heldout.shapes(20_000)[shape][1], 101, 0.1, 0.5) == "naive_nbs"
     row = _cell(heldout, shape, 20_000, 0.5, 0.1, "naive_nbs")
@@ -145,9 +145,9 @@ def test_bracket_bound_is_read_from_the_bracket():
     """From released questions only: two coins 1 apart whose pooled estimates hold τ = 0.5 far inside (0.30, 0.60;
     variance 1e-6) bound the answer at 0; estimates on the same side of τ bound it by their distance to τ plus z·se."""
     qs = [Question(10, 0.30, 1000, 1e-6), Question(11, 0.60, 1000, 1e-6)]
-    assert bracket_bound(qs, 11, 0.5, Z95, (1,), False) == 0.0
+    assert bracket_bound(qs, 11, 0.5, Z95, 1.0) == 0.0
     low = [Question(10, 0.40, 1000, 1e-6), Question(11, 0.45, 1000, 1e-6)]
-    assert bracket_bound(low, 11, 0.5, Z95, (1,), False) == pytest.approx(0.05 + Z95 * 1e-3)
+    assert bracket_bound(low, 11, 0.5, Z95, 1.0) == pytest.approx(0.05 + Z95 * 1e-3)
 
 
 def _con(columns: dict, private: dict, public: tuple = ()) -> ldpql.Connection:

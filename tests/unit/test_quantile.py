@@ -135,25 +135,22 @@ def test_reduce_visits_keeps_rounded_linear_quantiles():
 
 def test_bracket_bound_reads_the_answers_bracketing_questions():
     """From a search's questions alone, at z = 2: an answer whose bracketing coins hold τ well inside [F̂(v-1), F̂(v)]
-    (an atom) is bounded by 0; an undecided bracket by z·se plus how far its estimates are from τ; a window of more
-    coins pools their users (a smaller se, a mean of F that still bounds the bracket's side); Bonferroni over the
-    windows raises z; a side with no asked coin is the whole range; a noise-free question is exact."""
+    (an atom) is bounded by 0; an undecided bracket by about z·se plus how far its estimates are from τ; coins whose
+    estimates cannot be told from τ raise z (Bonferroni over them); a side with no asked coin is the whole range."""
     se = 0.01
     atom = [Question(c, f, 4000, se ** 2) for c, f in ((7, 0.046), (19, 0.05), (20, 0.15), (30, 0.4))]
-    assert bracket_bound(atom, 20, 0.1, 2.0, (1, 2, 4), True) == 0.0   # F(19) <= 0.08 < 0.1 < 0.11 <= F(20)
+    assert bracket_bound(atom, 20, 0.1, 2.0, 1.0) == 0.0     # F(19) <= 0.07 < 0.1 and F(20) >= 0.13 > 0.1
     close = [Question(c, f, 4000, se ** 2) for c, f in ((99, 0.495), (100, 0.505))]
-    assert bracket_bound(close, 100, 0.5, 2.0, (1,), False) == pytest.approx(0.5 - (0.505 - 0.02))   # 0.015
-    wide = close + [Question(98, 0.49, 4000, se ** 2), Question(101, 0.52, 4000, se ** 2)]
-    # below v = 100 (100, 99) and above v - 1 = 99 (99, 100) the two nearest pool to 0.5 ± 0.01/√2: 0.0141 < 0.015
-    assert bracket_bound(wide, 100, 0.5, 2.0, (1, 2), False) == pytest.approx(2 * se / math.sqrt(2))
-    z3 = NormalDist().inv_cdf(1 - NormalDist().cdf(-2.0) / 3)
-    assert bracket_bound(close, 100, 0.5, 2.0, (1, 2, 4), True) == pytest.approx(z3 * se / math.sqrt(2))   # both pooled
-    assert bracket_bound(close[:1], 101, 0.5, 2.0, (1,), False) == pytest.approx(0.5)    # nothing at or above 100
-    assert bracket_bound(close[1:], 99, 0.5, 2.0, (1,), False) == pytest.approx(0.5)     # nothing at or below 99
-    assert bracket_bound([Question(0, 0.6, 4000, se ** 2)], 0, 0.5, 2.0, (1,), False) == 0.0   # F(-1) = 0
-    assert bracket_bound([], 5, 0.3, 2.0, (1, 2), True) == 0.7
-    exact = [Question(9, 0.4, 4000, 0.0), Question(10, 0.55, 4000, 0.0)]   # EPSILON INF: variance 0
-    assert bracket_bound(exact, 10, 0.5, 2.0, (1, 2), True) == 0.0
+    assert bracket_bound(close, 100, 0.5, 2.0, 0.0) == pytest.approx(0.5 - (0.505 - 0.02))   # 0.015
+    assert bracket_bound(close + [Question(98, 0.49, 4000, se ** 2)], 100, 0.5, 2.0, 0.0) == \
+        bracket_bound(close, 100, 0.5, 2.0, 0.0)             # only the nearest coin on each side
+    z3 = NormalDist().inv_cdf(1 - NormalDist().cdf(-2.0) / 3)   # 3 coins within 1·z·se of τ
+    crowd = close + [Question(101, 0.51, 4000, se ** 2)]
+    assert bracket_bound(crowd, 100, 0.5, 2.0, 1.0) == pytest.approx(max(0.495 + z3 * se - 0.5, 0.5 - 0.505 + z3 * se))
+    assert bracket_bound(close[:1], 101, 0.5, 2.0, 0.0) == pytest.approx(0.5)    # nothing asked at or above 100
+    assert bracket_bound(close[1:], 99, 0.5, 2.0, 0.0) == pytest.approx(0.5)     # nothing asked at or below 99
+    assert bracket_bound([Question(0, 0.6, 4000, se ** 2)], 0, 0.5, 2.0, 0.0) == 0.0   # F(-1) = 0 <= τ <= F(0)
+    assert bracket_bound([], 5, 0.3, 2.0, 1.0) == 0.7
 
 
 def test_bracket_pools_questions_and_covers():
