@@ -397,13 +397,12 @@ def test_every_group_is_shown_its_own_rank_error(grid, sqlpath):
         assert said >= float(f"{own:.3g}") - 1e-9, (cell.key, own, said, res.notes)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "MEDIUM (over-wide, from 02e29fb): quantile_mode => 'padding' runs BayeSS on padded data (virtual users at a "
-    "domain end), whose questions estimate the padded CDF F' = (F + 1 - 2τ)/(2 - 2τ) (τ < 1/2), but the shown rank "
-    "error compares them with the ORIGINAL τ: gamma column, n = 20,000, ε = 1, τ = 0.1: ±0.426 shown for a mean "
-    "rank error of 0.012 ('direct': ±0.048 for 0.009), 8.8x; τ = 0.3: ±0.227 vs ±0.047; the same on a uniform "
-    "column (SQL path, 200 seeded runs each)"))
 def test_padding_mode_shows_a_rank_error_of_its_own_accuracy(grid):
+    """Was a strict xfail (MEDIUM, over-wide): 'padding' runs BayeSS on padded data, whose questions estimate the
+    padded CDF F' = (F + 1 - 2τ)/(2 - 2τ), but the rank error compared them with the original τ: gamma column,
+    n = 20,000, ε = 1, τ = 0.1 showed ±0.426 for a mean rank error of 0.012 ('direct': ±0.048), 8.8x. The padded
+    release is now read in the real users' ranks (``_unpadded``): 1.24x 'direct' over 100 runs, and both held in
+    every run."""
     s = grid.shapes(20_000)["gamma"]
     space = CoinSpace(s.size)
     target = planner.QuantileTarget("x", planner.Encoding("x", s.size, "x"), "", None, planner.UNIT, tau=0.1,
@@ -413,10 +412,12 @@ def test_padding_mode_shows_a_rank_error_of_its_own_accuracy(grid):
     widths = {}
     for name, c in (("padding", pad), ("direct", direct)):
         sigma = c.predict(1.0, 20_000)
-        shown = [planner.shown_rank_error(simulate(c.protocol(1.0)(20_000), np.random.default_rng([1414, t]),
-                                                   hist=s.hist).extra["answers"][0.1], 0.1, sigma, Z95)
-                 for t in range(15)]
+        answers = [simulate(c.protocol(1.0)(20_000), np.random.default_rng([1414, t]), hist=s.hist)
+                   .extra["answers"][0.1] for t in range(15)]
+        shown = [planner.shown_rank_error(a, 0.1, sigma, Z95) for a in answers]
         widths[name] = float(np.mean(shown))
+        held = [s.coin_error(int(a.extra["coin"]), 0.1) <= r for a, r in zip(answers, shown)]
+        assert np.mean(held) >= 0.9, (name, np.mean(held))
     assert widths["padding"] <= 2 * widths["direct"], widths
 
 
@@ -425,7 +426,10 @@ def test_padding_mode_shows_a_rank_error_of_its_own_accuracy(grid):
     "point mass at the domain's end: the bounds column (exactly 30% at 0: F(0) = τ = 0.3), n = 2,000, ε = 1, BayeSS "
     "(chosen): the interval held a value of rank error 0 in 0.765 of 200 seeded SQL runs, and in 0.235 the shown "
     "rank error held while the interval missed (the asked coins just right of 0 estimated F̂ = -0.04 ... 0.2 against "
-    "F = 0.30, so the interval starts at 14 or 70). The certified interval holds"))
+    "F = 0.30, so the interval starts at 14 or 70). The certified interval holds. Left open (session 11): a per-coin floor "
+    "(each asked coin ends the interval only beyond its own z·se) gets 0.06 here but widens BayeSS's calibrated "
+    "interval 1.33x on our own 72 cells (examples/qrank4/interval_floor.txt: mean width 0.256 -> 0.340 of the domain), "
+    "and with Bonferroni's z 1.8x, about the certified width: the opt-in calibrated interval keeps its caveat"))
 def test_calibrated_interval_holds_the_quantile_when_tau_is_on_a_point_mass(grid):
     s = grid.shapes(2000)["bounds"]
     c = grid.candidates(s, 0.3)["bayess"]
