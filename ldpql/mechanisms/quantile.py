@@ -442,15 +442,17 @@ def bracket_bound(tests: list[Question], coin: int, tau: float, z: float, window
     questions: F is non-decreasing, so the nearest asked coin c⁺ >= v - 1 bounds F(v - 1) from above and the nearest
     c⁻ <= v bounds F(v) from below, each by its pooled estimate ± z'·se. The search chose its bracket from these
     same estimates, and any asked coin whose estimate is within ``window``·z·se of τ could have been a bracket with a
-    large error: z' is Bonferroni's over those coins (one at ``window`` = 0). No coin asked on a side: that side is
-    bounded by the whole range. Post-processing of the released counts only."""
+    large error: z' is Bonferroni's over those coins (one at ``window`` = 0; every asked coin at ``window`` = inf, a
+    union bound over the questions that holds whichever coins the search ended between). No coin asked on a side:
+    that side is bounded by the whole range. Post-processing of the released counts only."""
     stats = pooled(tests)
     coins = np.array(sorted(stats), dtype=np.int64)
     if len(coins) == 0:
         return max(tau, 1 - tau)
     f = np.array([stats[int(c)][0] for c in coins])
     se = np.sqrt([stats[int(c)][1] for c in coins])
-    plausible = max(int(np.sum(np.abs(f - tau) < window * z * se)), 1)
+    noisy = se > 0   # (a noise-free answer, every user asked with noise off, cannot be wrong)
+    plausible = max(int(np.sum(noisy if math.isinf(window) else noisy & (np.abs(f - tau) < window * z * se))), 1)
     z = NormalDist().inv_cdf(1 - NormalDist().cdf(-z) / plausible)
     up, down = coins >= coin - 1, coins <= coin
     high = 0.0 if coin == 0 else min(f[up][0] + z * se[up][0], 1.0) if up.any() else 1.0   # ≥ F(v - 1)
