@@ -4,11 +4,15 @@ releases examples/qrank3/collect.py stored (own grid: the rules' choice; heldout
 
     nice python examples/qrank4/nbs_union.py own|heldout naive_nbs,shuffle_nbs   -> summary on stdout
 """
-import pickle, sys, math, numpy as np
+import pickle
+import sys
 from statistics import NormalDist
+
+import numpy as np
 from scipy.stats import beta
-sys.path.insert(0,'examples/qrank3')
-from rules import pooled
+
+sys.path.insert(0, 'examples/qrank3')
+from rules import pooled  # noqa: E402
 Z = {0.95: 1.959964, 0.90: 1.644854, 0.80: 1.281552}
 def bound(qs, v, tau, z, mode):
     coins, f, se = pooled(qs)
