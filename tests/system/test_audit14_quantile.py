@@ -90,7 +90,7 @@ def test_naive_nbs_covers_on_a_zipf_column_at_small_n_epsilon(grid):
     "n·ε² = 125 on a column with 30% at each end (bounds, n = 2,000, ε = 0.25, τ = 0.98), BayeSS's nearest bracket "
     "(no multiplicity correction) covers 0.900 / 0.850 / 0.760 at 95 / 90 / 80% (200 runs; fresh seeds, 400 runs: "
     "0.910 / 0.853 / 0.765, examples/audit14/recheck_e713714_searches.csv, with 4 more such cells at 80-90%). "
-    "NaiveNBS's union bound over every asked coin would hold it but makes BayeSS's shown rank error 1.5x wider on "
+    "NaiveNBS's union bound over every asked coin would hold it but makes BayeSS's shown rank error 1.4x wider on "
     "audit 9's held-out cells (median 1.93 -> 2.75 z·σ at 95%) and 1.5-1.9x on our own: left open (session 11)"))
 def test_forced_bayess_covers_at_small_n_epsilon_on_point_masses(grid):
     row = _cell(grid, "bounds", 2000, 0.25, 0.98, "bayess")
