@@ -152,7 +152,7 @@ def seeded(request, data) -> dict:
                          [(k, False) for k in range(BY_POSITION)],
                          ids=[f"{i}, privacy unit" for i in SEEDED_IDS] +
                              [f"{i}, row position" for i in SEEDED_IDS[:BY_POSITION]])
-def test_seeded_answers_are_identical(seeded, k, unit):
+def test_seeded_answers_are_identical_on_duckdb_and_spark(seeded, k, unit):
     duck, spark = seeded[("duckdb", unit)][k], seeded[("spark", unit)][k]
     assert all(math.isfinite(v) for row in duck[0] for v in row if isinstance(v, float))
     assert spark == duck, SEEDED[k]
@@ -172,7 +172,7 @@ def test_seeded_answers_depend_on_the_seed(request, data):
 # ---- no seed: the same distribution ----------------------------------------------------------------------------
 
 @pytest.mark.skipif(SPARK_WHY is not None, reason=f"Spark backend not tested: {SPARK_WHY}")
-def test_unseeded_distributions_agree(request, data):
+def test_unseeded_distributions_agree_on_duckdb_and_spark(request, data):
     """Fresh noise on both backends: the median's and the mean's answers over repeated runs agree in distribution
     (two-sample KS, p > 0.001: a broken backend, e.g. one reading other users, shifts them by far more)."""
     sql = "SELECT LDP_MEDIAN(x), LDP_MEAN(age) FROM t EPSILON 1 OPTIONS (split = 'users')"
