@@ -122,8 +122,12 @@ def shapes(n: int) -> dict[str, Shape]:
 
 
 def target(shape: Shape, tau: float, confidence: float = 0.95) -> planner.QuantileTarget:
+    # (the coins as the planner declares them: a DOUBLE column's buckets report their midpoints; session 11, the
+    # rank error of a bucketed answer is its midpoint's, so the harness must say which coins are buckets)
+    space = CoinSpace(shape.size, low=shape.low, step=shape.step, integer=shape.integer,
+                      offset=0.0 if shape.integer else shape.step / 2)
     return planner.QuantileTarget("x", Encoding("x", shape.size, "x"), "", None, planner.UNIT, tau=tau,
-                                  space=CoinSpace(shape.size), taus=(tau,), confidence=confidence)
+                                  space=space, taus=(tau,), confidence=confidence)
 
 
 def candidates(shape: Shape, tau: float, confidence: float = 0.95) -> dict:

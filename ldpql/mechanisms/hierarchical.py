@@ -190,7 +190,8 @@ def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarr
 
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
                                 extra={"coin": coin, "mechanism": "hierarchical", "interval": interval,
-                                       "cdf_points": (np.arange(len(cdf)), cdf), "units": units, "cdf_var": var})
+                                       "cdf_points": (np.arange(len(cdf)), cdf), "units": units, "cdf_var": var,
+                                       "bucketed": space.bucketed})
     values = np.array([float(a.values[0]) for a in answers.values()])
     first = next(iter(answers.values()))
     return Estimate(values, np.full(len(values), math.nan),

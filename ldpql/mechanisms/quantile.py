@@ -121,6 +121,12 @@ class CoinSpace:
         """The reported value of coin ``coin``."""
         return self.low + coin * self.step + self.offset
 
+    @property
+    def bucketed(self) -> bool:
+        """A coin holds several values and reports one of them (a bucket's midpoint): that value's own rank can be
+        anywhere in [F(v - 1), F(v)], so its rank error is up to max(F(v) - τ, τ - F(v - 1))."""
+        return not (self.integer and self.step == 1)
+
 
 # ---- the BayesLearn posterior ------------------------------------------------------------------------------
 
@@ -437,14 +443,17 @@ def rank_interval(points: tuple[np.ndarray, np.ndarray], tau: float, alpha: floa
     return min(low, high, coin), min(max(low, high, coin), size - 1)
 
 
-def bracket_bound(tests: list[Question], coin: int, tau: float, z: float, window: float) -> float:
+def bracket_bound(tests: list[Question], coin: int, tau: float, z: float, window: float,
+                  bucketed: bool = False) -> float:
     """How far τ can be from the rank interval [F(v-1), F(v)] of the answer v = ``coin``, read from the search's own
     questions: F is non-decreasing, so the nearest asked coin c⁺ >= v - 1 bounds F(v - 1) from above and the nearest
     c⁻ <= v bounds F(v) from below, each by its pooled estimate ± z'·se. The search chose its bracket from these
     same estimates, and any asked coin whose estimate is within ``window``·z·se of τ could have been a bracket with a
     large error: z' is Bonferroni's over those coins (one at ``window`` = 0; every asked coin at ``window`` = inf, a
     union bound over the questions that holds whichever coins the search ended between). No coin asked on a side:
-    that side is bounded by the whole range. Post-processing of the released counts only."""
+    that side is bounded by the whole range. ``bucketed`` (a bucket's midpoint reported): the reported value's rank
+    error, max(F(v) - τ, τ - F(v - 1), 0), by the nearest asked coins >= v and <= v - 1. Post-processing of the
+    released counts only."""
     stats = pooled(tests)
     coins = np.array(sorted(stats), dtype=np.int64)
     if len(coins) == 0:
@@ -454,9 +463,10 @@ def bracket_bound(tests: list[Question], coin: int, tau: float, z: float, window
     noisy = se > 0   # (a noise-free answer, every user asked with noise off, cannot be wrong)
     plausible = max(int(np.sum(noisy if math.isinf(window) else noisy & (np.abs(f - tau) < window * z * se))), 1)
     z = NormalDist().inv_cdf(1 - NormalDist().cdf(-z) / plausible)
-    up, down = coins >= coin - 1, coins <= coin
-    high = 0.0 if coin == 0 else min(f[up][0] + z * se[up][0], 1.0) if up.any() else 1.0   # ≥ F(v - 1)
-    low = max(f[down][-1] - z * se[down][-1], 0.0) if down.any() else 0.0                  # ≤ F(v)
+    above, below = (coin, coin - 1) if bucketed else (coin - 1, coin)   # bound F(above) from above, F(below) below
+    up, down = coins >= above, coins <= below
+    high = 0.0 if above < 0 else min(f[up][0] + z * se[up][0], 1.0) if up.any() else 1.0
+    low = max(f[down][-1] - z * se[down][-1], 0.0) if down.any() else 0.0   # (F(-1) = 0)
     return float(max(high - tau, tau - low, 0.0))
 
 
@@ -476,16 +486,20 @@ def release_share(units: tuple[np.ndarray, np.ndarray, np.ndarray], coin: int, n
     return math.sqrt(max(mean * mean - 0.5 * noise, 0.0)) if mean > 0 else 0.0
 
 
-def release_bound(points: tuple[np.ndarray, np.ndarray], var: np.ndarray, coin: int, tau: float, z: float) -> float:
+def release_bound(points: tuple[np.ndarray, np.ndarray], var: np.ndarray, coin: int, tau: float, z: float,
+                  bucketed: bool = False) -> float:
     """How far τ can be from the answer's rank interval [F(v-1), F(v)] by a one-round release's own estimated CDF
     at ``points`` (one per coin) and its variances ``var``: the larger of F̂(v-1) + z·se - τ and τ - F̂(v) + z·se,
-    and 0. Post-processing of the release only; where its answer's value holds τ well inside its released
-    rank interval the answer is right and this is 0."""
+    and 0 (``bucketed``, a bucket's midpoint reported: of F̂(v) + z·se - τ and τ - F̂(v-1) + z·se). Post-processing
+    of the release only; where its answer's value holds τ well inside its released rank interval the answer is
+    right and this is 0."""
     coins, cdf = (np.asarray(a) for a in points)
     at = int(np.searchsorted(coins, coin))
     se = np.sqrt(np.asarray(var, dtype=float))
-    low = cdf[at - 1] + z * se[at - 1] - tau if at > 0 else -tau
-    return float(max(low, tau - cdf[at] + z * se[at], 0.0))
+    before = (cdf[at - 1], se[at - 1]) if at > 0 else (0.0, 0.0)   # F(v - 1); F(-1) = 0
+    if bucketed:
+        return float(max(cdf[at] + z * se[at] - tau, tau - before[0] + z * before[1], 0.0))
+    return float(max(before[0] + z * before[1] - tau if at > 0 else -tau, tau - cdf[at] + z * se[at], 0.0))
 
 
 def quantile_estimate(space: CoinSpace, coin: int, tau: float, tests: list[Question], mechanism: str,
@@ -498,7 +512,7 @@ def quantile_estimate(space: CoinSpace, coin: int, tau: float, tests: list[Quest
     stats = sorted(pooled(tests).items())
     points = (np.array([c for c, _ in stats], dtype=np.int64), np.array([f for _, (f, _) in stats]))
     info = {"coin": coin, "mechanism": mechanism, "questions": tests, "users": sum(t.users for t in tests),
-            "interval": interval, "cdf_points": points, **(extra or {})}
+            "interval": interval, "cdf_points": points, "bucketed": space.bucketed, **(extra or {})}
     return Estimate(np.array([space.value(coin)]), np.array([math.nan]), note=note, extra=info)
 
 

@@ -119,6 +119,7 @@ def _release(space: CoinSpace, taus: list[float], freq: np.ndarray, cdf: np.ndar
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
                                 extra={"coin": coin, "mechanism": "histogram", "interval": interval,
                                        "cdf_points": (ends, cdf), "cdf_var": var, "unit_width": width,
+                                       "bucketed": space.bucketed,
                                        "units": (ends, freq, np.zeros(len(freq)) if unit_var is None else unit_var)})
     values = np.array([float(a.values[0]) for a in answers.values()])
     first = next(iter(answers.values()))
