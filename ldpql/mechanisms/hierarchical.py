@@ -186,7 +186,7 @@ def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarr
 
         def interval(confidence: float, tau=tau, coin=coin):
             low, high = cdf_interval(cdf, var, tau, coin, levels, branching, confidence)
-            return np.array([space.value(low)]), np.array([space.value(high)])
+            return np.array([space.lower_edge(low)]), np.array([space.upper_edge(high)])
 
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
                                 extra={"coin": coin, "mechanism": "hierarchical", "interval": interval,

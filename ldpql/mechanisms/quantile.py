@@ -107,6 +107,7 @@ class CoinSpace:
     step: float = 1.0
     integer: bool = True
     offset: float = 0.0
+    high: float | None = None   # the declared domain's largest value (a last bucket can be partial)
 
     def threshold(self, coin: int) -> ThresholdEncoding:
         return ThresholdEncoding(E.threshold(self.bucket, int(coin)), 2, f"x <= coin {coin}", coin=int(coin),
@@ -118,8 +119,25 @@ class CoinSpace:
                              width=int(width), bucket=self.bucket)
 
     def value(self, coin: float) -> float:
-        """The reported value of coin ``coin``."""
-        return self.low + coin * self.step + self.offset
+        """The reported value of coin ``coin`` (never past the declared domain: a partial last bucket's midpoint
+        would be)."""
+        v = self.low + coin * self.step + self.offset
+        return v if self.high is None else min(v, self.high)
+
+    def lower_edge(self, coin: int) -> float:
+        """The smallest value coin ``coin`` holds: an interval's low end (a bucket's midpoint would leave out the
+        values below it)."""
+        return self.low + coin * self.step
+
+    def upper_edge(self, coin: int) -> float:
+        """The largest value coin ``coin`` holds (of a DOUBLE bucket: its right end): an interval's high end."""
+        top = self.low + (coin + 1) * self.step - (1.0 if self.integer else 0.0)
+        return top if self.high is None else min(top, self.high)
+
+    def end(self, top: bool) -> float:
+        """The domain's own smallest or largest value: a value whose rank error is at most τ (1 - τ) whatever the
+        data, where a bucket's midpoint has none."""
+        return self.upper_edge(self.size - 1) if top else self.low
 
     @property
     def bucketed(self) -> bool:
@@ -494,7 +512,7 @@ def release_bound(points: tuple[np.ndarray, np.ndarray], var: np.ndarray, coin: 
     of the release only; where its answer's value holds τ well inside its released rank interval the answer is
     right and this is 0."""
     coins, cdf = (np.asarray(a) for a in points)
-    at = int(np.searchsorted(coins, coin))
+    at = min(int(np.searchsorted(coins, coin)), len(cdf) - 1)
     se = np.sqrt(np.asarray(var, dtype=float))
     before = (cdf[at - 1], se[at - 1]) if at > 0 else (0.0, 0.0)   # F(v - 1); F(-1) = 0
     if bucketed:
@@ -507,7 +525,7 @@ def quantile_estimate(space: CoinSpace, coin: int, tau: float, tests: list[Quest
     """The Estimate of a search protocol: the value, and its interval as a function of the confidence."""
     def interval(confidence: float):
         low, high = bracket(tests, tau, coin, space.size, confidence)
-        return np.array([space.value(low)]), np.array([space.value(high)])
+        return np.array([space.lower_edge(low)]), np.array([space.upper_edge(high)])
 
     stats = sorted(pooled(tests).items())
     points = (np.array([c for c, _ in stats], dtype=np.int64), np.array([f for _, (f, _) in stats]))
@@ -555,7 +573,10 @@ def bound_protocol(space: CoinSpace, tau: float) -> Callable[[int], Protocol]:
         est = quantile_estimate(space, coin, tau, [], "bound",
                                 note=f"τ = {tau:g} is within the predicted rank error of the domain's "
                                      f"{'minimum' if coin == 0 else 'maximum'}: returned without asking users")
-        est.extra["interval"] = lambda conf: (np.array([space.value(0)]), np.array([space.value(space.size - 1)]))
+        # the domain's own end, not its end bucket's midpoint (audit 15: all users at 10.0 on DOUBLE 0..10 in 4
+        # buckets, τ = 0.99: 8.75 was returned with ±0.01, its rank error 0.99)
+        est.values = np.array([space.end(coin > 0)])
+        est.extra["interval"] = lambda conf: (np.array([space.end(False)]), np.array([space.end(True)]))
         return est
         yield  # a generator that asks nothing
     return protocol

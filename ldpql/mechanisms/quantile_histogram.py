@@ -114,7 +114,7 @@ def _release(space: CoinSpace, taus: list[float], freq: np.ndarray, cdf: np.ndar
 
         def interval(confidence: float, tau=tau, coin=coin):
             low, high = certified_bins(cdf, var, tau, coin // width, confidence)
-            return np.array([space.value(low * width)]), np.array([space.value(ends[high])])
+            return np.array([space.lower_edge(low * width)]), np.array([space.upper_edge(ends[high])])
 
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
                                 extra={"coin": coin, "mechanism": "histogram", "interval": interval,

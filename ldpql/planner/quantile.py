@@ -215,13 +215,13 @@ def coin_space(col, dom: NumericDomain, resolution: int | None) -> tuple[CoinSpa
         rounded = E.op("-", E.call("round", clamped), lo)
         coin = E.index(rounded if width == 1 else E.call("floor", E.op("/", rounded, width)), size)
         what = "one coin per integer value" if width == 1 else f"integer buckets of width {width} (resolution => {resolution})"
-        return CoinSpace(size, coin, float(lo), float(width), True, (width - 1) / 2), \
+        return CoinSpace(size, coin, float(lo), float(width), True, (width - 1) / 2, float(hi)), \
             f"{col.name} {dom.describe()}; {size:,} coins: {what}"
     size = resolution or RESOLUTION
     step = (dom.high - dom.low) / size
     coin = E.index(E.call("floor", E.op("/", E.op("-", clamped, dom.low), step)), size)
     source = f"resolution => {size}" if resolution else f"default resolution 2^{int(math.log2(RESOLUTION))}"
-    return CoinSpace(size, coin, dom.low, step, False, step / 2), \
+    return CoinSpace(size, coin, dom.low, step, False, step / 2, dom.high), \
         f"{col.name} {dom.describe()}; {size:,} coins: buckets of width {step:.4g} ({source}), reported by midpoint"
 
 
@@ -390,7 +390,7 @@ def shown_interval(answer: Estimate, tau: float, sigma: float | None, confidence
     low, high = rank_interval(points, tau, alpha, int(answer.extra["coin"]), space.size)
     # never wider than the certified interval, which holds whatever the data (both hold the answer)
     cert_low, cert_high = answer.extra["interval"](confidence)
-    return np.maximum([space.value(low)], cert_low), np.minimum([space.value(high)], cert_high)
+    return np.maximum([space.lower_edge(low)], cert_low), np.minimum([space.upper_edge(high)], cert_high)
 
 
 def monotone_points(questions: list) -> tuple[np.ndarray, np.ndarray]:
