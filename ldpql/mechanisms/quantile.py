@@ -452,8 +452,8 @@ def rank_interval(points: tuple[np.ndarray, np.ndarray], tau: float, alpha: floa
                   size: int) -> tuple[int, int]:
     """Coins [low, high]: the values whose estimated rank is within ``alpha`` (one, or one per point) of τ, read
     from the release's estimated CDF at ``points`` (coins c, F̂(c)): low is one past the last c with F̂(c) < τ - α,
-    high the first c with F̂(c) >= τ + α; widened to hold the answer. With α the calibrated rank error of the answer, the
-    true quantile is inside as often as the answer is within α (measured: examples/quantile_grid.py)."""
+    high the first c with F̂(c) >= τ + α; widened to hold the answer. With α the calibrated rank error of the
+    answer, the true quantile is inside as often as the answer is within α (measured: examples/quantile_grid.py)."""
     coins, cdf = (np.asarray(a) for a in points)
     below, above = coins[cdf < tau - alpha], coins[cdf >= tau + alpha]
     low = int(below.max()) + 1 if len(below) else 0

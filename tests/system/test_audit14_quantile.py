@@ -436,8 +436,8 @@ def test_padding_mode_shows_a_rank_error_of_its_own_accuracy(grid):
     "point mass at the domain's end: the bounds column (exactly 30% at 0: F(0) = τ = 0.3), n = 2,000, ε = 1, BayeSS "
     "(chosen): the interval held a value of rank error 0 in 0.765 of 200 seeded SQL runs, and in 0.235 the shown "
     "rank error held while the interval missed (the asked coins just right of 0 estimated F̂ = -0.04 ... 0.2 against "
-    "F = 0.30, so the interval starts at 14 or 70). The certified interval holds. Left open (session 11): a per-coin floor "
-    "(each asked coin ends the interval only beyond its own z·se) gets 0.06 here but widens BayeSS's calibrated "
+    "F = 0.30, so the interval starts at 14 or 70). The certified interval holds. Left open (session 11): a per-coin "
+    "floor (each asked coin ends the interval only beyond its own z·se) gets 0.06 here but widens BayeSS's calibrated "
     "interval 1.33x on our own 72 cells (examples/qrank4/interval_floor.txt: mean width 0.256 -> 0.340 of the domain), "
     "and with Bonferroni's z 1.8x, about the certified width: the opt-in calibrated interval keeps its caveat"))
 def test_calibrated_interval_holds_the_quantile_when_tau_is_on_a_point_mass(grid):

@@ -105,7 +105,7 @@ def test_d_means_cost_one_report_and_beat_the_epsilon_split_by_the_predicted_fac
     summed MSEs is within 25% of the predicted one (its sd from 800 squared errors a side is about 7%); against
     the users split, which the planner prefers, the report loses by its predicted factor too."""
     d, sql = 8, f"SELECT {_avgs(8)} FROM t EPSILON 1"
-    con = _con(4_000, d)   # (the ratios do not depend on n: measured/predicted 0.91 and 0.92 here, 0.98 and 0.96 at 10,000)
+    con = _con(4_000, d)   # (the ratios do not depend on n: measured/predicted 0.91, 0.92 here; 0.98, 0.96 at 10^4)
     joint, eps_split, users = (sql + " OPTIONS (mechanism = 'coco')", sql + " OPTIONS (split = 'epsilon')",
                                sql + " OPTIONS (split = 'users')")
     before = con.remaining_budget("t")
