@@ -46,7 +46,8 @@ class Shape15:
         return not (self.integer and self.step == 1)
 
     def space(self):
-        return CoinSpace(self.size, low=float(self.lo), step=self.step, integer=self.integer, offset=self.offset)
+        return CoinSpace(self.size, low=float(self.lo), step=self.step, integer=self.integer, offset=self.offset,
+                         high=float(self.high))   # (session 11: as the planner declares it)
 
     def value(self, v):
         return self.lo + v * self.step + self.offset
@@ -60,9 +61,9 @@ class Shape15:
     def coin_error(self, v, tau):
         return max(0.0, (self.cdf[v - 1] if v > 0 else 0.0) - tau, tau - self.cdf[v])
 
-    def value_error(self, v, tau):
+    def value_error(self, v, tau, m=None):
         """Rank error of the REPORTED value m (bucket midpoint): max(P(x < m) - τ, τ - P(x <= m), 0) on raw data."""
-        m = self.value(v)
+        m = self.value(v) if m is None else m
         n = len(self.sorted)
         below = np.searchsorted(self.sorted, m, "left") / n
         upto = np.searchsorted(self.sorted, m, "right") / n

@@ -48,7 +48,7 @@ def run_cell(mech, shape, tau, eps, reps, head=1515, mode="direct"):
         a = est.extra["answers"][tau]
         v = int(a.extra["coin"])
         errs.append(shape.coin_error(v, tau))
-        verrs.append(shape.value_error(v, tau))
+        verrs.append(shape.value_error(v, tau, float(a.values[0])))   # (session 11: the value the result reports)
         for q, z in Z.items():
             shown[q].append(planner.shown_rank_error(a, tau, sigmas[q], z))
     e, ve = np.array(errs), np.array(verrs)
