@@ -106,7 +106,7 @@ def test_a_count_beside_a_mean_by_accuracy_realises_its_target(people):
     of the users asked to the population, plus the sampling error (z·RMSE was 1.6 a before that was fixed)."""
     z = NormalDist().inv_cdf(0.975)
     res = people.sql("EVALUATE SELECT LDP_MEAN(income, accuracy => 20000), LDP_COUNT(age > 65) FROM people "
-                     "ACCURACY ±200 OPTIONS (split = 'users') REPEAT 300")
+                     "ACCURACY ±200 OPTIONS (split = 'users') REPEAT 200")
     row = dict(zip(res.columns, res.fetchall()[1]))
     assert row["output"] == "ldp_count_condition" and 0.85 <= z * row["rmse"] / 200 <= 1.15, row
 
