@@ -54,19 +54,6 @@ def pytest_collection_finish(session):
         raise pytest.UsageError(f"only {len(session.items)} tests were collected; expected at least {MIN_TESTS}")
 
 
-def pytest_xdist_make_scheduler(config, log):
-    """Every test with 'spark' in its id runs on one xdist worker, the rest spread one test at a time: one JVM for
-    the run instead of one per worker, which on 2 cores was the suite's largest fixed cost. (A scheduler of our own:
-    ``xdist_group`` marks stopped grouping under pytest 9.2, pytest-dev/pytest-xdist#1386.)"""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SparkOnOneWorker(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return "spark" if "spark" in nodeid.lower() else nodeid
-
-    return SparkOnOneWorker(config, log)
-
-
 @pytest.fixture
 def con():
     """A fresh in-memory connection with a fixed seed (so in evaluation mode: seeds are honoured only there)."""
