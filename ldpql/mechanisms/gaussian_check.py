@@ -65,38 +65,49 @@ class Cells:
     q: float
 
 
-def class_probabilities(mu: np.ndarray, sigma: np.ndarray, shift: float, width: float, r: int) -> np.ndarray:
-    """P(⌊(x − shift)/width⌋ mod r = a) for x ~ N(µ, σ²), one row per (µ, σ) pair (broadcast): (pairs, r)."""
+def class_probabilities(mu: np.ndarray, sigma: np.ndarray, shift: float | np.ndarray, width: float | np.ndarray,
+                        r: int) -> np.ndarray:
+    """P(⌊(x − shift)/width⌋ mod r = a) for x ~ N(µ, σ²), one row per (µ, σ, shift, width) (broadcast): (rows, r)."""
     from scipy.special import ndtr
-    mu, sigma = (np.ravel(v) for v in np.broadcast_arrays(np.asarray(mu, dtype=float) - shift,
-                                                           np.asarray(sigma, dtype=float)))
+    mu, sigma, width = (np.ravel(v) for v in np.broadcast_arrays(np.asarray(mu, dtype=float) - shift,
+                                                                  np.asarray(sigma, dtype=float),
+                                                                  np.asarray(width, dtype=float)))
     out = np.full((mu.size, r), 1.0 / r)      # σ ≥ 6·width: the Fourier terms are below e^{-70}
     wrapped = (sigma >= width / 2) & (sigma < 6 * width)
     if wrapped.any():   # the wrapped Gaussian's series: terms fall as exp(-2(πmσ/(r·width))²) ≤ e^{-0.3m²}
-        m, period = np.arange(1, FOURIER_TERMS + 1), r * width
+        m, period = np.arange(1, FOURIER_TERMS + 1), r * width[wrapped, None]
         amp = 2 / (np.pi * m) * np.sin(np.pi * m / r) * np.exp(-2 * (np.pi * m * sigma[wrapped, None] / period) ** 2)
-        # cos(m(θ_a − φ)) = cos mθ_a cos mφ + sin mθ_a sin mφ: trigonometry per (pair, m) and per (class, m)
-        # only, then two small matrix products (the profile grids hold ~10^4 pairs)
-        theta = 2 * np.pi / period * (np.arange(r) + 0.5) * width * m[:, None]   # (m, class)
-        phi = 2 * np.pi / period * mu[wrapped, None] * m                          # (pair, m)
-        out[wrapped] = 1.0 / r + (amp * np.cos(phi)) @ np.cos(theta) + (amp * np.sin(phi)) @ np.sin(theta)
+        # cos(m(θ_a − φ)) = cos mθ_a cos mφ + sin mθ_a sin mφ: trigonometry per (row, m) and per (class, m)
+        # only, then two small matrix products (the profile grids hold ~10^4 rows); θ_a = 2πm(a + ½)/r
+        theta = 2 * np.pi / r * (np.arange(r) + 0.5) * m[:, None]                 # (m, class)
+        turn = np.exp(2j * np.pi * mu[wrapped, None] / period)                    # e^{iφ}, φ = 2πµ/period
+        wave = amp * np.cumprod(np.broadcast_to(turn, amp.shape), axis=1)        # amp_m e^{imφ}: one exp per row
+        out[wrapped] = 1.0 / r + wave.real @ np.cos(theta) + wave.imag @ np.sin(theta)
     near = sigma < width / 2
     if near.any():      # the cells within 8σ of µ hold all but 10⁻¹⁵ of the mass
-        mu_n, sd = mu[near, None], sigma[near, None]
-        cell = np.floor(mu_n / width) + np.arange(-5, 6)
-        mass = ndtr(((cell + 1) * width - mu_n) / sd) - ndtr((cell * width - mu_n) / sd)
+        mu_n, sd, w = mu[near, None], sigma[near, None], width[near, None]
+        cell = np.floor(mu_n / w) + np.arange(-5, 6)
+        mass = np.diff(ndtr((np.floor(mu_n / w) + np.arange(-5, 7)) * w / sd - mu_n / sd), axis=1)  # 12 edges
         slot = np.mod(cell, r).astype(np.int64) + r * np.arange(len(mu_n))[:, None]   # (row, class), flattened
         out[near] = np.bincount(slot.ravel(), weights=mass.ravel(), minlength=len(mu_n) * r).reshape(-1, r)
     return out
 
 
 def log_likelihood(reports: list[Cells], mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """ℓ(µ, σ) of the released counts (multinomial, up to a constant), one value per (µ, σ) pair (broadcast)."""
+    """ℓ(µ, σ) of the released counts (multinomial, up to a constant), one value per (µ, σ) pair (broadcast). The
+    reports with the same number of classes are evaluated together (one call per r, not per report: the profile
+    fits call this ~10^4 times with one pair)."""
     shape = np.broadcast_shapes(np.shape(mu), np.shape(sigma))
-    total = np.zeros(int(np.prod(shape)))
-    for c in reports:
-        pi = class_probabilities(mu, sigma, c.shift, c.width, len(c.counts))
-        total += (np.log(np.maximum(c.q + (c.p - c.q) * pi, 1e-300)) * np.asarray(c.counts, dtype=float)).sum(1)
+    mu, sigma = (np.ravel(v) for v in np.broadcast_arrays(np.asarray(mu, dtype=float),
+                                                           np.asarray(sigma, dtype=float)))
+    total = np.zeros(mu.size)
+    for r in sorted({len(c.counts) for c in reports}):
+        same = [c for c in reports if len(c.counts) == r]
+        col = lambda field: np.array([getattr(c, field) for c in same], dtype=float)[:, None]   # noqa: E731
+        pi = class_probabilities(mu[None, :], sigma[None, :], col("shift"), col("width"), r)
+        p, q = col("p")[:, :, None], col("q")[:, :, None]
+        counts = np.array([np.asarray(c.counts, dtype=float) for c in same])[:, None, :]
+        total += (np.log(np.maximum(q + (p - q) * pi.reshape(len(same), mu.size, r), 1e-300)) * counts).sum((0, 2))
     return total.reshape(shape)
 
 
