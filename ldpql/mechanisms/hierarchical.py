@@ -24,7 +24,7 @@ import numpy as np
 from ldpql.mechanisms.base import Estimate, Protocol, Reply, Round
 from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.oue import OUE
-from ldpql.mechanisms.quantile import CoinSpace, _no_users, edges, split_evenly
+from ldpql.mechanisms.quantile import CoinSpace, _no_users, crossing, edges, split_evenly
 
 BRANCHING = 4
 
@@ -54,13 +54,14 @@ def prefix_masses(per_level: list[np.ndarray], widths: list[int], branching: int
     return acc[1: size + 1]
 
 
-def make_consistent(freqs: list[np.ndarray], variances: list[np.ndarray], branching: int) -> list[np.ndarray]:
+def make_consistent(freqs: list[np.ndarray], variances: list[np.ndarray], branching: int,
+                    total: float = 1.0) -> list[np.ndarray]:
     """The node values (levels leaves first) closest to ``freqs`` in variance-weighted least squares among
     those where every node is the sum of its children and the top level sums to 1 (the root, known). Two
     passes: up, each node's estimate from its own report and its children's (inverse-variance weights); down,
     each parent's final value minus its children's estimates, shared among them in proportion to their
     variances. The prefix sums keep their unbiasedness and lose variance (the raw variance stays an upper
-    bound). A level without users (infinite variance) is left as it was."""
+    bound). A level without users (infinite variance) is left as it was. ``total``: the root's known value."""
     if any(not np.all(np.isfinite(v)) for v in variances):
         return freqs
     up, up_var = [np.asarray(freqs[0], dtype=float)], [np.maximum(np.asarray(variances[0], dtype=float), 1e-300)]
@@ -71,7 +72,7 @@ def make_consistent(freqs: list[np.ndarray], variances: list[np.ndarray], branch
         up.append((f / v + kids / kids_var) / (1 / v + 1 / kids_var))
         up_var.append(1 / (1 / v + 1 / kids_var))
     final = [None] * len(up)
-    parent = np.ones(1)   # the root: every user, known
+    parent = np.full(1, total)   # the root: every user, known
     for level in range(len(up) - 1, -1, -1):
         group = np.arange(len(up[level])) // branching
         gap = parent - np.bincount(group, up[level], minlength=len(parent))
@@ -81,14 +82,27 @@ def make_consistent(freqs: list[np.ndarray], variances: list[np.ndarray], branch
     return final
 
 
+def consistent_variance(weights: list[np.ndarray], widths: list[int], branching: int, size: int, coin: int) -> float:
+    """Var F̂(coin) of the consistent tree, exactly, for node errors of the variances ``weights`` (one per level, as
+    the fit uses). The fit is the constrained weighted least squares β̂ = G(Xᵀ W y) for a linear G, so Var(aᵀβ̂) =
+    aᵀ G a, a the prefix [0, coin]: the fit of pseudo-reports that are a·v₀ at the leaves and 0 elsewhere (Xᵀ W of
+    them is a), with the root at 0, summed over the prefix. One more fit, O(nodes), from public numbers only."""
+    pseudo = [np.zeros(-(-size // w)) for w in widths]
+    pseudo[0][: coin + 1] = np.asarray(weights[0], dtype=float)[: coin + 1]
+    fitted = make_consistent(pseudo, weights, branching, total=0.0)
+    return float(np.sum(fitted[0][: coin + 1]))
+
+
 def _level_randomizer(eps: float, nodes: int):
     return Identity(nodes) if math.isinf(eps) else OUE(eps, max(nodes, 2))
 
 
 def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], branching: int, size: int,
                  consistent: bool = False):
-    """(F̂(x), Var F̂(x)) for every coin x from the per-level replies (unbiased); with ``consistent`` the node
-    estimates are made a consistent tree first and Var is the raw one (an upper bound).
+    """(F̂(x), Var F̂(x), the exact Var F̂ at one coin) for every coin x from the per-level replies (unbiased); with
+    ``consistent`` the node estimates are made a consistent tree first, Var is the raw one (an upper bound, about
+    3.6x the consistent tree's at 8 levels) and the third, a function of the coin, is the consistent tree's own
+    (:func:`consistent_variance`) for node errors of the fit's weights; raw, it is Var itself.
 
     A level's users are a random 1/h of all users, so a node's estimate of the whole population's frequency
     has the sampling variance f(1-f)/m besides the randomizer's; Var includes both (at high ε the sampling
@@ -113,18 +127,19 @@ def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], bra
         weights.append(np.full(nodes, float(r.variance(np.array([mean_node]), reply.n)[0])
                                + mean_node * (1 - mean_node) / reply.n))
     fitted = make_consistent(freqs, weights, branching) if consistent else freqs
-    return prefix_masses(fitted, widths, branching, size), prefix_masses(variances, widths, branching, size)
+    var = prefix_masses(variances, widths, branching, size)
+    if fitted is freqs:
+        return prefix_masses(fitted, widths, branching, size), var, lambda coin: float(var[coin])
+    return (prefix_masses(fitted, widths, branching, size), var,
+            lambda coin: consistent_variance(weights, widths, branching, size, coin))
 
 
 def choose_coin(cdf: np.ndarray, tau: float, paper: bool = False) -> int:
-    """The answer from F̂. Paper: the first argmin of |F̂(x) - τ| (A10). Engine: the value v whose estimated
-    interval [F̂(v-1), F̂(v)] is closest to holding τ (the A1 reading), the middle one when several hold it."""
+    """The answer from F̂. Paper: the first argmin of |F̂(x) - τ| (A10). Engine: the split of the coins that puts
+    the fewest on the wrong side of τ (:func:`~ldpql.mechanisms.quantile.crossing`)."""
     if paper:
         return int(np.argmin(np.abs(cdf - tau)))
-    below = np.concatenate([[0.0], cdf[:-1]])
-    err = np.maximum(np.maximum(below - tau, tau - cdf), 0.0)
-    best = np.flatnonzero(err <= err.min())
-    return int(best[len(best) // 2])
+    return crossing(cdf, tau)
 
 
 def cdf_interval(cdf: np.ndarray, var: np.ndarray, tau: float, coin: int, levels: int, branching: int,
@@ -152,7 +167,7 @@ def hierarchical_protocol(space: CoinSpace, eps: float, taus: list[float], branc
         if n == 0:
             return _no_users()
         if space.size == 1:
-            return _release(space, taus, np.ones(1), np.zeros(1), 1, branching, paper, np.zeros(1))
+            return _release(space, taus, np.ones(1), np.zeros(1), 1, branching, paper, np.zeros(1), lambda c: 0.0)
         widths = level_widths(space.size, branching)
         batches = edges(0, split_evenly(n, len(widths)), n)
         randomizers, replies = [], []
@@ -161,9 +176,9 @@ def hierarchical_protocol(space: CoinSpace, eps: float, taus: list[float], branc
             r = _level_randomizer(eps, enc.size)
             randomizers.append(r)
             replies.append((yield Round(r, enc, users=users, label=f"level of width {w}")))
-        cdf, var = cdf_estimate(replies, randomizers, widths, branching, space.size, consistent)
+        cdf, var, coin_var = cdf_estimate(replies, randomizers, widths, branching, space.size, consistent)
         return _release(space, taus, cdf, var, len(widths), branching, paper,
-                        leaf_variance(cdf, randomizers[0], replies[0].n))
+                        leaf_variance(cdf, randomizers[0], replies[0].n), coin_var)
     return protocol
 
 
@@ -178,7 +193,7 @@ def leaf_variance(cdf: np.ndarray, leaves, users: int) -> np.ndarray:
 
 
 def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarray, levels: int, branching: int,
-             paper: bool, leaf_var: np.ndarray) -> Estimate:
+             paper: bool, leaf_var: np.ndarray, coin_var: Callable[[int], float]) -> Estimate:
     answers = {}
     units = (np.arange(len(cdf)), np.diff(cdf, prepend=0.0), leaf_var)   # per coin: what the release says it holds
     for tau in taus:
@@ -191,7 +206,7 @@ def _release(space: CoinSpace, taus: list[float], cdf: np.ndarray, var: np.ndarr
         answers[tau] = Estimate(np.array([space.value(coin)]), np.array([math.nan]),
                                 extra={"coin": coin, "mechanism": "hierarchical", "interval": interval,
                                        "cdf_points": (np.arange(len(cdf)), cdf), "units": units, "cdf_var": var,
-                                       "bucketed": space.bucketed})
+                                       "coin_var": coin_var(coin), "bucketed": space.bucketed})
     values = np.array([float(a.values[0]) for a in answers.values()])
     first = next(iter(answers.values()))
     return Estimate(values, np.full(len(values), math.nan),

@@ -341,6 +341,25 @@ def split_evenly(users: int, rounds: int) -> list[int]:
     return [f + 1] * r + [f] * (rounds - r)
 
 
+def crossing(cdf: np.ndarray, tau: float) -> int:
+    """The unit answering τ from a one-round release's estimated CDF, which noise makes non-monotone: the split
+    point that puts the fewest units on the wrong side of τ (units before it with F̂ >= τ plus units from it on with
+    F̂ < τ), the middle of the best split points, computed for F̂ >= τ and F̂ > τ alike, so that an F̂ exactly at τ
+    over several units answers their middle (noise off). Not the middle of the units whose [F̂(j-1), F̂(j)] holds τ:
+    F̂ dips under τ again and again over a long empty tail (F = 1), and that middle landed there, a rank error of
+    1 - τ (a tree on Beta(20, 60) at n = 20,000, ε = 1, τ = 0.9: mean rank error 0.099, now 0.034;
+    examples/qrank5). Post-processing of the release."""
+    splits = np.concatenate([_best_splits(cdf >= tau), _best_splits(cdf > tau)])
+    return int(min((splits.min() + splits.max()) // 2, len(cdf) - 1))
+
+
+def _best_splits(at_or_above: np.ndarray) -> np.ndarray:
+    """The split points s = 0..len with the fewest units misplaced: ones before s plus zeros from s on."""
+    ones = np.concatenate([[0], np.cumsum(at_or_above)])
+    misplaced = ones + (len(at_or_above) - ones[-1]) - (np.arange(len(at_or_above) + 1) - ones)
+    return np.flatnonzero(misplaced == misplaced.min())
+
+
 # ---- DpNaiveNBS ------------------------------------------------------------------------------------------
 
 @dataclass

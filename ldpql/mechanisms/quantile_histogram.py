@@ -6,8 +6,8 @@ OUE (both audited, :mod:`ldpql.mechanisms.grr`, :mod:`ldpql.mechanisms.oue`) at 
 Utility: the bin frequencies f̂ are unbiased, so the prefix F̂(j) = Σ_{i<=j} f̂_i is unbiased for the share of
 users in bins 0..j, with the closed-form variance of :func:`prefix_variance` (a prefix of J bins: OUE's bits
 are independent, GRR's report falls in the prefix with probability p + (J-1)q for a member, Jq otherwise).
-Every user answers, so there is no sampling term. The answer is the bin whose estimated interval
-[F̂(j-1), F̂(j)] is closest to holding τ, and inside a bin wider than one coin the coin at the linear
+Every user answers, so there is no sampling term. The answer is the bin that splits the bins with the fewest
+on the wrong side of τ (F̂ is not monotone), and inside a bin wider than one coin the coin at the linear
 interpolation of τ (exact for data spread evenly inside the bin; otherwise the bin's own mass bounds the
 extra rank error). GRR is used below 3e^ε + 2 bins, OUE above: the smaller variance of the two (Wang,
 Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency Estimation", USENIX Security 2017).
@@ -29,7 +29,7 @@ from ldpql.mechanisms.base import Estimate, Protocol, Randomizer, Round
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.identity import Identity
 from ldpql.mechanisms.oue import OUE
-from ldpql.mechanisms.quantile import CoinSpace, _no_users
+from ldpql.mechanisms.quantile import CoinSpace, _no_users, crossing
 
 
 def bin_width(coins: int, bins: int) -> int:
@@ -60,12 +60,10 @@ def prefix_variance(r: Randomizer, mass: np.ndarray | float, width: np.ndarray |
 
 
 def read_out(cdf: np.ndarray, freq: np.ndarray, tau: float, width: int, coins: int) -> int:
-    """The coin answering τ: the bin whose [F̂(j-1), F̂(j)] is closest to holding τ (the middle one on a tie),
-    then the interpolated coin inside it."""
+    """The coin answering τ: the bin that splits the bins with the fewest on the wrong side of τ
+    (:func:`~ldpql.mechanisms.quantile.crossing`), then the interpolated coin inside it."""
     below = np.concatenate([[0.0], cdf[:-1]])
-    err = np.maximum(np.maximum(below - tau, tau - cdf), 0.0)
-    best = np.flatnonzero(err <= err.min())
-    j = int(best[len(best) // 2])
+    j = crossing(cdf, tau)
     lo, hi = j * width, min((j + 1) * width, coins) - 1
     if hi == lo or freq[j] <= 0:
         return lo

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from ldpql.mechanisms import REGISTRY, Encoding, Reply, Round, add_virtual
-from ldpql.mechanisms.hierarchical import (choose_coin, hierarchical_protocol, level_widths, make_consistent,
-                                          prefix_masses)
+from ldpql.mechanisms.hierarchical import (choose_coin, consistent_variance, hierarchical_protocol, level_widths,
+                                          make_consistent, prefix_masses)
 from ldpql.mechanisms.grr import GRR
 from ldpql.mechanisms.oue import OUE
 from ldpql.mechanisms.quantile_histogram import histogram_protocol, oracle, prefix_variance, read_out
@@ -22,6 +22,7 @@ from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha
                                        likelihood_ratios, bracket_bound, nbs_protocol, nbs_steps, padded_protocol,
                                        padding_users, reduce_visits, several, split_evenly)
 from ldpql.mechanisms.rr import RandomizedResponse
+from ldpql.planner import quantile as planner
 from ldpql.simulation import simulate
 from ldpql.mechanisms.shuffle import (clone_delta, code_epsilon0, feldman_cap, feldman_central, generic_weights,
                                       paper_epsilon0, required_users, shuffle_budget, tight_epsilon0)
@@ -191,6 +192,26 @@ def test_engine_reads_the_cdf_by_rank_error():
     cdf = np.array([0.1, 0.3, 0.45, 0.55, 0.7, 1.0])
     assert choose_coin(cdf, 0.5) == 3 and choose_coin(cdf, 0.5, paper=True) == 2
     assert choose_coin(np.array([0.2, 0.5, 0.5, 0.9]), 0.5) == 2  # the middle of the coins holding τ
+    assert choose_coin(np.array([0.1, 0.2]), 0.9) == 1 and choose_coin(np.array([0.95, 0.99]), 0.1) == 0
+    # a dip under τ far in the tail is outvoted by the coins around it (the middle of the coins holding τ was 5)
+    assert choose_coin(np.array([0.2, 0.95, 0.97, 0.96, 0.88, 0.92, 1.0, 0.97, 0.99, 0.98]), 0.9) == 1
+
+
+def test_a_noisy_tree_does_not_answer_from_an_empty_tail():
+    """Regression (audit 15, #4): the one-round read-out took the middle of every coin whose [F̂(v-1), F̂(v)] held τ,
+    and over a long empty tail (F = 1) the noisy F̂ dips under τ = 0.9 again and again, so that middle landed there:
+    a tree on Beta(20, 60) over 4,096 coins, n = 20,000, ε = 1: mean rank error 0.087 over 40 runs, 62% of them at
+    the largest possible 1 - τ = 0.1. Now 0.032 and none. (The histogram reads its bins by the same rule: on
+    examples/qrank5's 60 cells its mean rank error was unchanged, 0.068.)"""
+    n, size, tau = 20_000, 4096, 0.9
+    data = np.minimum((np.random.default_rng(3).beta(20, 60, n) * size).astype(np.int64), size - 1)
+    hist = np.bincount(data, minlength=size)
+    cdf = np.cumsum(hist) / n
+    make = hierarchical_protocol(CoinSpace(size), 1.0, [tau], consistent=True)
+    coins = np.array([simulate(make(n), np.random.default_rng([12, t]), hist=hist, exact_positions=False)
+                      .extra["answers"][tau].extra["coin"] for t in range(40)])
+    errors = np.maximum(np.maximum(np.where(coins > 0, cdf[coins - 1], 0.0) - tau, tau - cdf[coins]), 0.0)
+    assert errors.mean() < 0.05 and np.mean(errors >= 1 - tau - 1e-9) <= 0.1, (errors.mean(), errors.max())
 
 
 # ---- protocols: privacy shape and noise-off exactness ----------------------------------------------------------
@@ -436,6 +457,44 @@ def test_consistent_tree_is_the_constrained_least_squares_fit():
     assert fit[0] == pytest.approx(best, abs=1e-12) and fit[1] == pytest.approx(sums @ best, abs=1e-12)
     exact = [np.full(7, 1 / 7), sums @ np.full(7, 1 / 7)]
     assert all(np.allclose(f, e) for f, e in zip(make_consistent(exact, [v0, v1], 3), exact))
+
+
+@pytest.mark.parametrize("size", [64, 50, 21])
+def test_consistent_variance_is_that_of_the_fits_linear_map(size):
+    """The consistent F̂ is linear in the node reports (root known): its variance at every coin, read off the map
+    applied to each unit report, equals ``consistent_variance``'s one extra fit, on full and cut-off 4-ary trees with
+    a different error variance per level; and it is below the raw prefix's (the sum of its nodes' variances)."""
+    widths = level_widths(size)
+    weights = [np.full(-(-size // w), v) for w, v in zip(widths, [1.0, 2.0, 0.5])]
+    counts = [len(v) for v in weights]
+    columns = []
+    for j in range(sum(counts)):
+        unit = np.split(np.eye(sum(counts))[j], np.cumsum(counts)[:-1])
+        columns.append(prefix_masses(make_consistent(unit, weights, 4, total=0.0), widths, 4, size))
+    exact = (np.array(columns).T ** 2 * np.concatenate(weights)).sum(1)
+    got = np.array([consistent_variance(weights, widths, 4, size, c) for c in range(size)])
+    assert got == pytest.approx(exact, rel=1e-9, abs=1e-12)
+    assert np.all(got <= prefix_masses(weights, widths, 4, size) + 1e-12) and got[-1] == pytest.approx(0, abs=1e-12)
+
+
+def test_a_trees_shown_rank_error_is_never_under_its_own_standard_error_at_the_answer():
+    """Regression (examples/qrank5): a tree's σ was calibrated at n >= 10^4, so at n = 2,000 (250 users per level
+    of 8) on uniform data at ε = 4, τ = 0.5, its ±z·σ held the rank error in 0.85 of runs at 95% (51 of these 60).
+    The shown rank error is now never under z times the consistent fit's exact standard error at the answer's coin:
+    58 of 60 (0.96 of 100)."""
+    n, size, eps, tau, z = 2000, 65536, 4.0, 0.5, NormalDist().inv_cdf(0.975)
+    hist = np.bincount((np.random.default_rng([5, n]).random(n) * size).astype(np.int64), minlength=size)
+    cdf = np.cumsum(hist) / n
+    sigma = planner.sigma_hierarchical(eps, n, size, planner.A_HIER, tau)
+    make = hierarchical_protocol(CoinSpace(size), eps, [tau], consistent=True)
+    held = []
+    for t in range(60):
+        answer = simulate(make(n), np.random.default_rng([5, t]), hist=hist, exact_positions=False).extra["answers"][tau]
+        v = int(answer.extra["coin"])
+        error = max((cdf[v - 1] if v else 0.0) - tau, tau - cdf[v], 0.0)
+        held.append(error <= planner.shown_rank_error(answer, tau, sigma, z) + 1e-12)
+        assert planner.shown_rank_error(answer, tau, sigma, z) >= z * math.sqrt(answer.extra["coin_var"]) - 1e-12
+    assert np.mean(held) >= 0.93, np.mean(held)
 
 
 def test_consistent_tree_lowers_the_rank_error():
