@@ -7,7 +7,10 @@ coverage, and how many rows are significantly below (their exact 95% range, cov_
 with 300 runs a correct 95% interval lands below nominal − 2 points in ~6% of rows by chance); regret cells over 1.25. None of these runs is after the quantile widening of issue 11 (qrank), which
 changes the shown rank error only (not the value interval, not the choice).
 
-    python examples/audit9/done_when.py   -> done_when_coverage.csv, done_when_regret.csv (and prints both)
+The rows below nominal − 2 points were re-run with fresh seeds at 1,000 runs (session 12:
+``coverage_grid.py --grid full --only <their cells> --reps 1000 --seed-offset 1 --out coverage_results/recheck12``).
+
+    python examples/audit9/done_when.py   -> done_when_coverage.csv, done_when_regret.csv, done_when_recheck.csv
 """
 
 from __future__ import annotations
@@ -44,6 +47,28 @@ def coverage_table(cov: pd.DataFrame) -> pd.DataFrame:
               .round(3).reset_index())
 
 
+KEY = ["cell", "output", "group", "label", "what"]
+
+
+def recheck(cov: pd.DataFrame, run: str = "recheck12") -> pd.DataFrame:
+    """Every row below nominal − 2 points in ``cov`` beside the same row re-run with fresh seeds (``run``: the
+    grid's --seed-offset 1 at 1,000 repetitions), and whether it holds there: within 2 points of nominal and not
+    significantly under it. At 300 runs a correct 95% interval lands 2 points low in ~6% of rows by chance, so the
+    literal "every row within 2 points" cannot be met by any engine; a low row that holds on 1,000 fresh runs was
+    chance, one that does not is a defect."""
+    ok = cov[(cov["status"] == "ok") & cov["coverage"].notna()].copy()
+    low = ok[ok["coverage"] < ok["nominal"] - 0.02]
+    again = pd.read_csv(GRID / run / "coverage.csv")
+    for df in (low, again):
+        for k in ("group", "label"):
+            df[k] = df[k].fillna("").astype(str)
+    both = low.merge(again, on=KEY, how="left", suffixes=("", "_again"))
+    both["holds"] = ((both["coverage_again"] >= both["nominal"] - 0.02) & (both["cov_high_again"] >= both["nominal"])
+                     & (both["reps_again"] >= 1000))
+    return both[KEY + ["nominal", "coverage", "reps", "coverage_again", "cov_low_again", "cov_high_again",
+                       "reps_again", "holds"]]
+
+
 def regret_table(reg: pd.DataFrame) -> pd.DataFrame:
     return (reg.assign(over=reg["regret"] > 1.25).groupby("family")
                .agg(cells=("regret", "size"), over_125=("over", "sum"), max_regret=("regret", "max"))
@@ -52,10 +77,13 @@ def regret_table(reg: pd.DataFrame) -> pd.DataFrame:
 
 def main() -> None:
     cov, reg = coverage_table(latest("coverage")), regret_table(latest("regret"))
+    again = recheck(latest("coverage"))
     cov.to_csv(HERE / "done_when_coverage.csv", index=False)
     reg.to_csv(HERE / "done_when_regret.csv", index=False)
+    again.to_csv(HERE / "done_when_recheck.csv", index=False)
     print(cov.to_string(index=False))
     print(reg.to_string(index=False))
+    print(f"rows below nominal - 2 points: {len(again)}; holding on 1,000 fresh runs: {int(again['holds'].sum())}")
 
 
 if __name__ == "__main__":
