@@ -87,7 +87,7 @@ def class_probabilities(mu: np.ndarray, sigma: np.ndarray, shift: float | np.nda
     if near.any():      # the cells within 8σ of µ hold all but 10⁻¹⁵ of the mass
         mu_n, sd, w = mu[near, None], sigma[near, None], width[near, None]
         cell = np.floor(mu_n / w) + np.arange(-5, 6)
-        mass = np.diff(ndtr((np.floor(mu_n / w) + np.arange(-5, 7)) * w / sd - mu_n / sd), axis=1)  # 12 edges
+        mass = np.diff(ndtr(((np.floor(mu_n / w) + np.arange(-5, 7)) * w - mu_n) / sd), axis=1)   # 12 edges
         slot = np.mod(cell, r).astype(np.int64) + r * np.arange(len(mu_n))[:, None]   # (row, class), flattened
         out[near] = np.bincount(slot.ravel(), weights=mass.ravel(), minlength=len(mu_n) * r).reshape(-1, r)
     return out

@@ -463,18 +463,23 @@ def test_consistent_tree_is_the_constrained_least_squares_fit():
 def test_consistent_variance_is_that_of_the_fits_linear_map(size):
     """The consistent F̂ is linear in the node reports (root known): its variance at every coin, read off the map
     applied to each unit report, equals ``consistent_variance``'s one extra fit, on full and cut-off 4-ary trees with
-    a different error variance per level; and it is below the raw prefix's (the sum of its nodes' variances)."""
+    a different fit weight per level, both when the nodes' variances are the weights (then below the raw prefix's,
+    the sum of its nodes' variances) and when each node has its own."""
     widths = level_widths(size)
     weights = [np.full(-(-size // w), v) for w, v in zip(widths, [1.0, 2.0, 0.5])]
+    own = [w * np.random.default_rng(size).uniform(0.2, 5.0, len(w)) for w in weights]
     counts = [len(v) for v in weights]
     columns = []
     for j in range(sum(counts)):
         unit = np.split(np.eye(sum(counts))[j], np.cumsum(counts)[:-1])
         columns.append(prefix_masses(make_consistent(unit, weights, 4, total=0.0), widths, 4, size))
-    exact = (np.array(columns).T ** 2 * np.concatenate(weights)).sum(1)
-    got = np.array([consistent_variance(weights, widths, 4, size, c) for c in range(size)])
-    assert got == pytest.approx(exact, rel=1e-9, abs=1e-12)
-    assert np.all(got <= prefix_masses(weights, widths, 4, size) + 1e-12) and got[-1] == pytest.approx(0, abs=1e-12)
+    for variances in (weights, own):
+        exact = (np.array(columns).T ** 2 * np.concatenate(variances)).sum(1)
+        got = np.array([consistent_variance(weights, variances, widths, 4, size, c) for c in range(size)])
+        assert got == pytest.approx(exact, rel=1e-9, abs=1e-12)
+        assert got[-1] == pytest.approx(0, abs=1e-12)
+    same = np.array([consistent_variance(weights, weights, widths, 4, size, c) for c in range(size)])
+    assert np.all(same <= prefix_masses(weights, widths, 4, size) + 1e-12)
 
 
 def test_a_trees_shown_rank_error_is_never_under_its_own_standard_error_at_the_answer():
