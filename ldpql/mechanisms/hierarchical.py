@@ -132,7 +132,8 @@ def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], bra
         weights.append(np.full(nodes, float(r.variance(np.array([mean_node]), reply.n)[0])
                                + mean_node * (1 - mean_node) / reply.n))
     fitted = make_consistent(freqs, weights, branching) if consistent else freqs
-    var = prefix_masses(variances, widths, branching, size)
+    with np.errstate(invalid="ignore"):   # a level without users: inf - inf inside the prefix sums
+        var = np.nan_to_num(prefix_masses(variances, widths, branching, size), nan=math.inf)
     if fitted is freqs:
         return prefix_masses(fitted, widths, branching, size), var, lambda coin: float(var[coin])
     return (prefix_masses(fitted, widths, branching, size), var,
