@@ -4,7 +4,6 @@ timed by wrapping it; peak RSS. Also odd input through SQL: resolution 2^22 + 1 
 of 1 user, an all-NULL column.      PYTHONPATH=/tmp/ldpql_068a6e2 nice python big16.py -> big16.txt"""
 from __future__ import annotations
 
-import math
 import resource
 import time
 from pathlib import Path

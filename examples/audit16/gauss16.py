@@ -1,5 +1,5 @@
 """Audit 16, part 4: the batched gaussian_check.log_likelihood (63f8643) against the version before it (5e2f80c,
-copied verbatim to gaussian_check_old.py by `git show 5e2f80c:ldpql/mechanisms/gaussian_check.py`).
+read from git at run time: `git show 5e2f80c:ldpql/mechanisms/gaussian_check.py`).
 
 Fuzz: random report lists mixing class counts r in {2, 3, 4, 7}, shifts and widths of mixed magnitude, σ drawn at and
 around the branch boundaries width/2 and 6·width (exactly, and one ulp either side), scalar / 1-D / 2-D broadcast µ, σ;
@@ -10,14 +10,26 @@ goodness_of_fit on the same reports under both modules.
 """
 from __future__ import annotations
 
+import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
 
 import ldpql.mechanisms.gaussian_check as new
-sys.path.insert(0, str(Path(__file__).parent))
-import gaussian_check_old as old  # noqa: E402
+
+
+def _old_module() -> types.ModuleType:
+    """The gaussian check as it was at 5e2f80c (before the batching), from the repository's history."""
+    source = subprocess.run(["git", "show", "5e2f80c:ldpql/mechanisms/gaussian_check.py"], capture_output=True,
+                            text=True, check=True, cwd=Path(__file__).parent).stdout
+    module = types.ModuleType("gaussian_check_old")
+    exec(compile(source, "gaussian_check_old.py", "exec"), module.__dict__)
+    return module
+
+
+old = _old_module()
 
 HERE = Path(__file__).parent
 out_lines = []

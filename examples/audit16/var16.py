@@ -123,7 +123,7 @@ def part_b(reps=3000):
                                        + mean_node * (1 - mean_node) / round(m)))
             # exact variance of the fitted F̂(c) under the real node covariance (per-level OUE + multinomial)
             L, counts = linear_map(widths, K, weights)
-            blocks, start = [], 0
+            start = 0
             Sigma = np.zeros((sum(counts), sum(counts)))
             for w, c in zip(widths, counts):
                 f = np.add.reduceat(hist, np.arange(0, K, w))[:c] / n
@@ -190,8 +190,8 @@ def part_d():
         hist = np.bincount(np.random.default_rng([1616, 5]).integers(0, K, 100000), minlength=K)
         taus = [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99]
         t = time.time()
-        rel = simulate(H.hierarchical_protocol(CoinSpace(K), 4.0, taus, consistent=True)(100000),
-                       np.random.default_rng(1), hist=hist, exact_positions=False)
+        simulate(H.hierarchical_protocol(CoinSpace(K), 4.0, taus, consistent=True)(100000),
+               np.random.default_rng(1), hist=hist, exact_positions=False)
         dt2 = time.time() - t
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         say(f"    K = 2^{bits}: consistent_variance {dt:.2f} s per call (last {v:.3g}); a release with "
