@@ -115,7 +115,8 @@ def main(reps: int) -> None:
                      f"{(ratio < 1 / 1.2).sum()}; cells whose shown rank error covers under 0.93 at 95%: "
                      f"{(part['cov95_before'] < 0.93).sum()} -> {(part['cov95_after'] < 0.93).sum()} (lowest "
                      f"{part['cov95_before'].min():.2f} -> {part['cov95_after'].min():.2f}); runs at the largest "
-                     f"rank error, worst cell: {part['at_largest_before'].max():.2f} -> {part['at_largest_after'].max():.2f}")
+                     f"rank error, worst cell: {part['at_largest_before'].max():.2f} -> "
+                     f"{part['at_largest_after'].max():.2f}")
     (HERE / "readout.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

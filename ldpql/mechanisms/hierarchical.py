@@ -107,7 +107,7 @@ def cdf_estimate(replies: list[Reply], randomizers: list, widths: list[int], bra
     """(F̂(x), Var F̂(x), the exact Var F̂ at one coin) for every coin x from the per-level replies (unbiased); with
     ``consistent`` the node estimates are made a consistent tree first, Var is the raw one (an upper bound, about
     3.6x the consistent tree's at 8 levels) and the third, a function of the coin, is the consistent tree's own
-    (:func:`consistent_variance`) for node errors of the fit's weights; raw, it is Var itself.
+    (:func:`consistent_variance`, each node's released variance through the fit's linear map); raw, it is Var.
 
     A level's users are a random 1/h of all users, so a node's estimate of the whole population's frequency
     has the sampling variance f(1-f)/m besides the randomizer's; Var includes both (at high ε the sampling

@@ -345,10 +345,10 @@ def crossing(cdf: np.ndarray, tau: float) -> int:
     """The unit answering τ from a one-round release's estimated CDF, which noise makes non-monotone, by the split
     points that put the fewest units on the wrong side of τ (units before it with F̂ >= τ plus units from it on with
     F̂ < τ), for F̂ >= τ and F̂ > τ alike: the middle of the range they span (so that an F̂ exactly at τ over several
-    units answers their middle, noise off; with noise the middle is not always a best split itself, audit 16 #7). Not the middle of the units whose [F̂(j-1), F̂(j)] holds τ:
-    F̂ dips under τ again and again over a long empty tail (F = 1), and that middle landed there, a rank error of
-    1 - τ (a tree on Beta(20, 60) at n = 20,000, ε = 1, τ = 0.9: mean rank error 0.099, now 0.034;
-    examples/qrank5). Post-processing of the release."""
+    units answers their middle, noise off; with noise the middle is not always a best split itself, audit 16 #7).
+    Not the middle of the units whose [F̂(j-1), F̂(j)] holds τ: F̂ dips under τ again and again over a long empty
+    tail (F = 1), and that middle landed there, a rank error of 1 - τ (a tree on Beta(20, 60) at n = 20,000, ε = 1,
+    τ = 0.9: mean rank error 0.099, now 0.034; examples/qrank5). Post-processing of the release."""
     splits = np.concatenate([_best_splits(cdf >= tau), _best_splits(cdf > tau)])
     return int(min((splits.min() + splits.max()) // 2, len(cdf) - 1))
 

@@ -8,7 +8,6 @@ import re
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 import ldpql
 from ldpql.mechanisms.quantile import CoinSpace, release_bound
@@ -67,7 +66,8 @@ def test_release_bound_past_the_last_point_is_the_last_points():
     assert release_bound(points, var, 5, 0.5, 2.0, bucketed=True) == release_bound(points, var, 2, 0.5, 2.0, True)
 
 
-_CELL = re.compile(r"^the 0\.9-quantile of x \([^)]*\) in the group g = (?P<group>\w+): rank error ±(?P<error>[\d.e+-]+)")
+_CELL = re.compile(r"^the 0\.9-quantile of x \([^)]*\) in the group g = (?P<group>\w+): "
+                   r"rank error ±(?P<error>[\d.e+-]+)")
 
 
 def test_a_small_groups_tree_answer_covers_its_shown_rank_error():

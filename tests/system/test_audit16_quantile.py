@@ -68,7 +68,8 @@ def test_a_tree_level_without_users_shows_the_cap_and_warns_nothing():
 def test_the_gaussian_cells_stay_exact_far_from_the_partitions_origin():
     """Was LOW (#6): 63f8643 divided before it subtracted (edge·w/σ - µ/σ), so a class probability drifted with
     |µ - shift|/σ: 8e-5 at 1e12, 0.08 at 1e15. (edge·w - µ)/σ is exact to rounding: with σ = 0.3 and cells of width
-    1, the four classes of a value in the middle of a cell far from 0 hold the normal's masses of the cells around it."""
+    1, the four classes of a value in the middle of a cell far from 0 hold the normal's masses of the cells
+    around it."""
     from scipy.stats import norm
     cells = np.arange(-8, 9)   # the cells around µ's own, each holding the normal's mass over it, in class k mod 4
     mass = norm.cdf((cells + 0.5) / 0.3) - norm.cdf((cells - 0.5) / 0.3)
@@ -80,7 +81,8 @@ def test_the_gaussian_cells_stay_exact_far_from_the_partitions_origin():
 
 @pytest.mark.xfail(strict=True, reason=(
     "MEDIUM (accuracy; coverage held): where F is flat exactly at q the split with the fewest units on the wrong side "
-    "is the argmin of a ±1 walk over the plateau, which falls near the walk's ends (the arcsine law), and from there it "
+    "is the argmin of a ±1 walk over the plateau, which falls near the walk's ends (the arcsine law), and from there "
+    "it "
     "spills into the data; the old reading (the middle of the crossings) took the plateau's middle. Half the users on "
     "0..99 and half on 900..1023, q = 0.5, n = 2,000, ε = 2, forced tree: every value 100..899 has rank error 0; the "
     "old reading's mean rank error 0.0055, the new one's 0.028 on these 100 runs (audit 16: 0.000 -> 0.012-0.032 at ε "

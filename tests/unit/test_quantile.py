@@ -494,7 +494,8 @@ def test_a_trees_shown_rank_error_is_never_under_its_own_standard_error_at_the_a
     make = hierarchical_protocol(CoinSpace(size), eps, [tau], consistent=True)
     held = []
     for t in range(60):
-        answer = simulate(make(n), np.random.default_rng([5, t]), hist=hist, exact_positions=False).extra["answers"][tau]
+        release = simulate(make(n), np.random.default_rng([5, t]), hist=hist, exact_positions=False)
+        answer = release.extra["answers"][tau]
         v = int(answer.extra["coin"])
         error = max((cdf[v - 1] if v else 0.0) - tau, tau - cdf[v], 0.0)
         held.append(error <= planner.shown_rank_error(answer, tau, sigma, z) + 1e-12)
