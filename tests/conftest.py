@@ -36,9 +36,11 @@ PEOPLE_COLUMNS = ("age PRIVATE INTEGER BETWEEN 0 AND 120 NOT NULL, income PRIVAT
 @pytest.fixture(autouse=True, scope="session")
 def _private_data_home(tmp_path_factory):
     """The CLI keeps its ledger (and the REPL its history) in the user's data directory: the suite uses its own,
-    so that it never reads or spends a developer's real budget (subprocesses inherit the variable)."""
+    so that it never reads or spends a developer's real budget (subprocesses inherit the variable); and its
+    own cache directory."""
     import os
     os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("data_home"))
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache_home"))   # (the grammar's cache)
     os.environ.pop("LDPQL_LEDGER", None)
 
 

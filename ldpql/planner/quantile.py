@@ -51,7 +51,8 @@ from ldpql.mechanisms.quantile import (C_DEFAULT, CoinSpace, BayessPlan, bayess_
                                        padded_protocol, padding_users, several, share_users)
 from ldpql.mechanisms.shuffle import shuffle_budget, shuffle_nbs_protocol
 from ldpql.mechanisms.oue import OUE
-from ldpql.mechanisms.quantile_histogram import bin_width, histogram_protocol, oracle, prefix_variance
+from ldpql.mechanisms.quantile_histogram import (bin_width, histogram_protocol, oracle, prefix_variance,
+                                                 zoom_cells)
 from ldpql.mechanisms.rr import keep_probability
 from ldpql.planner.aggregates import AggregateSpec, _column_arg, _err, _missing_domain, register_aggregate
 from ldpql.planner.plan import Candidate, Target
@@ -148,6 +149,7 @@ class QuantileTarget(Target):
     postprocess: str = POSTPROCESS[0]
     interval: str = INTERVALS[0]
     confidence: float = 0.95        # the statement's (OPTIONS or SET): a rank error bound holds at every level
+    max_rounds: int | None = None   # the table's ROUNDS or OPTIONS (rounds = k): the histogram splits a bin if >= 2
 
     @property
     def z(self) -> float:
@@ -292,7 +294,8 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
                             release=("quantile", col.name, space.size, space.bucket, *choices), tau=tau,
                             space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
                             mode=choices[0], postprocess=choices[1], interval=_interval_kind(call, text),
-                            notes_prediction=True, confidence=float((options or {}).get("confidence", 0.95)))
+                            notes_prediction=True, confidence=float((options or {}).get("confidence", 0.95)),
+                            max_rounds=min([r for r in (table.rounds, (options or {}).get("rounds")) if r], default=None))
     target.derive, target.derived = _derive(tau, space, target.interval, col.name), f"the {tau:g}-quantile"
     return target
 
@@ -593,6 +596,7 @@ def _hierarchical_candidate(target: QuantileTarget) -> Candidate:
 
 def _histogram_candidate(target: QuantileTarget) -> Candidate:
     space, taus = target.space, target.taus
+    zoom = target.max_rounds is None or target.max_rounds >= 2   # (ROUNDS 1: the one-round histogram)
 
     def predict(eps: float, n: int) -> float:
         return sigma_histogram(eps, n, space.size, taus)
@@ -600,7 +604,7 @@ def _histogram_candidate(target: QuantileTarget) -> Candidate:
     def protocol(eps: float):
         if math.isinf(eps):
             return _search_protocol(target, None)(eps)
-        return lambda n: histogram_protocol(space, eps, list(taus), histogram_bins(eps, n, space.size, taus))(n)
+        return lambda n: histogram_protocol(space, eps, list(taus), histogram_bins(eps, n, space.size, taus), zoom)(n)
 
     def check(eps: float, n: int) -> str | None:
         bins = histogram_bins(eps, n, space.size, taus)
@@ -611,13 +615,21 @@ def _histogram_candidate(target: QuantileTarget) -> Candidate:
     def describe(eps: float, n: int) -> list[str]:
         bins = histogram_bins(eps, n, space.size, taus)
         width = bin_width(space.size, bins)
-        r = oracle(eps, -(-space.size // width))
+        nbins = -(-space.size // width)
+        r = oracle(eps, nbins)
         every = "every τ" if len(taus) > 1 else "τ"
-        return [f"histogram   {-(-space.size // width):,} bins of {width:,} coin{'s' if width > 1 else ''}; every user "
-                f"reports its bin once by {r.name.upper()}; {every} read from the cumulative sums"]
+        line = (f"histogram   {nbins:,} bins of {width:,} coin{'s' if width > 1 else ''}; every user reports its bin "
+                f"once by {r.name.upper()}; {every} read from the cumulative sums")
+        if width == 1 or not zoom:
+            return [line]
+        return [line.replace("every user reports its bin once", "the users report their bin in two halves"),
+                f"zoom        where the first half shows the bin holding {every} heavier than its neighbours, the "
+                f"second half reports cells of {zoom_cells(width, nbins):,} coins inside it instead (read from the "
+                f"second half alone); otherwise both halves are pooled"]
 
-    return Candidate("histogram", "local", 1, predict, protocol, note="one non-adaptive collection", check=check,
-                     describe=describe, share_n=True, choice_weight=W_HIST)
+    return Candidate("histogram", "local", 2 if zoom else 1, predict, protocol, check=check, describe=describe,
+                     note="one collection, or two where a heavy bin is split" if zoom else "one non-adaptive collection",
+                     share_n=True, choice_weight=W_HIST)
 
 
 def _shuffle_candidate(target: QuantileTarget) -> Candidate:

@@ -99,6 +99,28 @@ def test_grammar_is_packaged_and_parser_is_built_once():
     assert parser._parser() is parser._parser()
 
 
+def test_the_analysed_grammar_is_cached_per_user_and_rebuilt_when_it_does_not_match(tmp_path, monkeypatch):
+    """The strict LALR tables are built once per user and loaded by the next process (about 0.5 s each saved);
+    a damaged cache file is rebuilt and rewritten, and where no cache directory can be made the parser is built
+    every time. Every way gives the same parser."""
+    from ldpql.grammar import parser
+
+    text = "SELECT region, LDP_MEAN(age) FROM people WHERE region <> 'x' GROUP BY region EPSILON 1"
+    want = parser._parser().parse(text)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = tmp_path / "ldpql" / parser._cache_file().rsplit("/", 1)[1]
+    assert parser._parser.__wrapped__().parse(text) == want and path.stat().st_size > 10_000   # built, then saved
+    saved = path.read_bytes()
+    assert parser._parser.__wrapped__().parse(text) == want and path.read_bytes() == saved     # loaded
+    path.write_bytes(saved[:200])   # damaged: lark warns through its own logger, rebuilds and saves it again
+    assert parser._parser.__wrapped__().parse(text) == want and path.stat().st_size > 10_000
+    saved = path.read_bytes()        # (a pickle of sets: equal tables, not always equal bytes)
+    assert parser._parser.__wrapped__().parse(text) == want and path.read_bytes() == saved
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))   # (a file: no directory can be made under it)
+    assert parser._cache_file() is False and parser._parser.__wrapped__().parse(text) == want
+
+
 # ---- unquoted names as DuckDB reads them -----------------------------------------------------------------------
 
 @functools.cache

@@ -576,8 +576,8 @@ def test_histogram_prefix_variance_is_the_measured_one(eps, bins):
 
 def test_histogram_read_out_interpolates_inside_a_bin():
     cdf, freq = np.array([0.2, 0.6, 1.0]), np.array([0.2, 0.4, 0.4])
-    assert read_out(cdf, freq, 0.4, 10, 30) == 15    # half-way through bin 1 (coins 10..19)
-    assert read_out(cdf, freq, 0.4, 1, 3) == 1
+    assert read_out(cdf, freq, 0.4, np.array([9, 19, 29])) == 15    # half-way through bin 1 (coins 10..19)
+    assert read_out(cdf, freq, 0.4, np.array([0, 1, 2])) == 1
 
 
 @pytest.mark.parametrize("tau", [0.1, 0.5, 0.9])
