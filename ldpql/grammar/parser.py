@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import math
 import os
 import re
+import stat
+import sys
+import tempfile
 from importlib import resources
 
 import lark
@@ -54,24 +59,68 @@ class _WholeWords:
 @functools.cache
 def _parser() -> lark.Lark:
     """The LALR parser over the packaged grammar; built on first use so `import ldpql` stays fast, and kept in the
-    user's cache directory (:func:`_cache_file`) so that the next process loads it instead of building it."""
+    user's cache directory (:func:`_cached`) so that the next process loads it instead of building it."""
     grammar = resources.files("ldpql.grammar").joinpath("ldpql.lark").read_text(encoding="utf-8")
-    return lark.Lark(grammar, parser="lalr", strict=True, propagate_positions=True, maybe_placeholders=True,
-                     postlex=_WholeWords(), cache=_cache_file())
+    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version]).encode()).hexdigest()
+    folder = _cache_folder()
+    path = os.path.join(folder, "grammar.lark-cache") if folder else None
+    cached = _cached(path, key) if path else None
+    if cached is not None:
+        return cached
+    parser = lark.Lark(grammar, parser="lalr", strict=True, propagate_positions=True, maybe_placeholders=True,
+                       postlex=_WholeWords())
+    if path:
+        _save(parser, path, key)
+    return parser
 
 
-def _cache_file() -> str | bool:
-    """lark's cache of the analysed grammar: building the strict LALR tables (with the check that no two terminals
-    can match the same text) costs about 0.5 s in every process, loading them 0.05 s. lark stores a hash of the
-    grammar, its options and its own version with them and rebuilds (and rewrites the file) on a mismatch or an
-    unreadable file. In the user's own cache directory, not the shared temporary one lark would pick: the file is
-    a pickle. False (no cache, build every time) where that directory cannot be made."""
+def _cache_folder() -> str | None:
+    """The user's own cache directory for ldpql ($XDG_CACHE_HOME/ldpql or ~/.cache/ldpql), made private (0700); None
+    where it cannot be made, or is not a directory owned by this user that only they can write (a shared $HOME):
+    the parser is then built in every process. Building the strict LALR tables (and the check that no two terminals
+    match the same text) costs about 0.5 s, loading them about 0.05 s."""
     folder = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ldpql")
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
     except OSError:
-        return False
-    return os.path.join(folder, f"grammar-lark-{lark.__version__}.cache")
+        return None
+    private = stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o022 and info.st_uid == os.getuid()
+    return folder if private else None
+
+
+def _cached(path: str, key: str) -> lark.Lark | None:
+    """The parser saved at ``path`` if it is this user's regular file (not a link, not a pipe) saved for this grammar,
+    lark and Python (``key``); None otherwise, or if it does not load."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or f.readline().strip() != key.encode():
+            return None
+        try:
+            return lark.Lark.load(f)
+        except Exception:   # a damaged or foreign file: build the parser again (and replace the file)
+            return None
+
+
+def _save(parser: lark.Lark, path: str, key: str) -> None:
+    """Write the parser next to ``path`` and rename it into place (atomic: a concurrent reader sees the old file or
+    the new one, and a link at ``path`` is replaced, not followed). A failure leaves no file and is not an error."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".grammar-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(key.encode() + b"\n")
+            parser.save(f)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def parse(text: str) -> list[ast.Statement]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 
 import pytest
@@ -100,25 +101,39 @@ def test_grammar_is_packaged_and_parser_is_built_once():
 
 
 def test_the_analysed_grammar_is_cached_per_user_and_rebuilt_when_it_does_not_match(tmp_path, monkeypatch):
-    """The strict LALR tables are built once per user and loaded by the next process (about 0.5 s each saved);
-    a damaged cache file is rebuilt and rewritten, and where no cache directory can be made the parser is built
-    every time. Every way gives the same parser."""
+    """The strict LALR tables are built once per user and loaded by the next process (about 0.5 s each saved); a
+    damaged file, one saved for another grammar or lark, a link or a pipe in its place are not read (a link is
+    replaced, not followed); a cache directory that others can write, or none at all, means no cache. Every way gives
+    the same parser (audit 17: lark's own cache unpickled whatever file was at its path, followed links and hung on
+    a pipe)."""
     from ldpql.grammar import parser
 
     text = "SELECT region, LDP_MEAN(age) FROM people WHERE region <> 'x' GROUP BY region EPSILON 1"
     want = parser._parser().parse(text)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = tmp_path / "ldpql" / parser._cache_file().rsplit("/", 1)[1]
-    assert parser._parser.__wrapped__().parse(text) == want and path.stat().st_size > 10_000   # built, then saved
+    build = parser._parser.__wrapped__
+    path = tmp_path / "ldpql" / "grammar.lark-cache"
+    assert build().parse(text) == want and path.stat().st_size > 10_000   # built, then saved
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
     saved = path.read_bytes()
-    assert parser._parser.__wrapped__().parse(text) == want and path.read_bytes() == saved     # loaded
-    path.write_bytes(saved[:200])   # damaged: lark warns through its own logger, rebuilds and saves it again
-    assert parser._parser.__wrapped__().parse(text) == want and path.stat().st_size > 10_000
-    saved = path.read_bytes()        # (a pickle of sets: equal tables, not always equal bytes)
-    assert parser._parser.__wrapped__().parse(text) == want and path.read_bytes() == saved
+    assert build().parse(text) == want and path.read_bytes() == saved     # loaded
+    for damage in (saved[:200], b"0" * 64 + saved[64:]):   # truncated; saved for another grammar, lark or Python
+        path.write_bytes(damage)
+        assert build().parse(text) == want and path.read_bytes()[:64] == saved[:64]   # rebuilt and saved again
+    other = tmp_path / "other"
+    other.write_text("mine")
+    path.unlink()
+    path.symlink_to(other)
+    assert build().parse(text) == want and other.read_text() == "mine" and not path.is_symlink()
+    path.unlink()
+    os.mkfifo(path)
+    assert build().parse(text) == want   # (opened without blocking, not a regular file: not read)
+    path.unlink()
+    path.parent.chmod(0o777)   # a cache directory others can write: not used
+    assert parser._cache_folder() is None and build().parse(text) == want and not path.exists()
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))   # (a file: no directory can be made under it)
-    assert parser._cache_file() is False and parser._parser.__wrapped__().parse(text) == want
+    assert parser._cache_folder() is None and build().parse(text) == want
 
 
 # ---- unquoted names as DuckDB reads them -----------------------------------------------------------------------
