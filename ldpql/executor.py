@@ -91,6 +91,11 @@ class Executor:
         tasks = [_Task(a.index, c, a.protocol(cell.n)) for a in plan.aggregates for c, cell in enumerate(cells)]
         for t in tasks:
             self._advance(t, None)
+        if plan.simulation == "exact":   # refused here, before any read, not after another aggregate's rounds
+            # touched the data (audit 17: an LDP_AVG beside a quantile under simulation = 'exact' was charged)
+            for t in tasks:
+                if t.round is not None:
+                    self._use_exact([t.round])
         return tasks
 
     def run_protocol(self, protocol: Protocol, rng: np.random.Generator, exact_positions: bool = False) -> Estimate:

@@ -41,7 +41,9 @@ def others(grid: str) -> dict:
     """Per cell: {mechanism: mean rank error} of every candidate but the histogram, from the committed CSV."""
     path, _ = REF[grid]
     out: dict = {}
-    for r in csv.DictReader(open(path)):
+    with open(path) as fh:
+        rows_ = list(csv.DictReader(fh))
+    for r in rows_:
         if r["mechanism"] in ("histogram", "shuffle_nbs") or not r.get("mean_error"):
             continue
         eps = r["epsilon"] if grid == "planner" else r["eps"]
@@ -111,7 +113,7 @@ def write(rs: list[dict], path: Path) -> None:
 def main() -> None:
     grid, bp, ap, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
     before, after = (pickle.loads(p.read_bytes()) for p in (bp, ap))
-    assert "qr6_before" in before["ldpql"] and "/work/main/" in after["ldpql"], (before["ldpql"], after["ldpql"])
+    assert "qr6_before" in before["ldpql"] and "qr6_after" in after["ldpql"], (before["ldpql"], after["ldpql"])
     write(rows(grid, before["cells"], after["cells"]), out)
 
 

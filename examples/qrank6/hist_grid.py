@@ -1,7 +1,8 @@
 """qrank6: the histogram candidate, forced, on the engine's two quantile grids; one engine version per run.
 
-The engine measured is the ldpql that Python imports (PYTHONPATH=/tmp/qr6_before for 856d265, none for the working
-tree at eb4b888); the script prints its path and records it with the runs.
+The engine measured is the ldpql that Python imports: PYTHONPATH=/tmp/qr6_before (git archive 856d265) or
+PYTHONPATH=/tmp/qr6_after (git archive eb4b888; not the working tree, which was being edited during this run); the
+script prints its path and records it with the runs.
 
   planner grid  examples/quantile_grid.py's 124 cells (shape(), candidates(), seeds [23, t], as that script runs them)
   audit14 grid  examples/audit14/quantile_grid14.py's 672 cells (shapes(), target(), seeds [1414, t])
@@ -11,8 +12,8 @@ shown rank error at 95% (ldpql.planner.quantile.shown_rank_error with the candid
 as quantile_grid14.py computes it). Per cell: the planner's choice (planner grid: quantile_grid.finish_cell's
 σ × W rule over the runnable candidates; audit14 grid: EXPLAIN on the registered table, quantile_grid14.chosen).
 
-    python examples/qrank6/hist_grid.py planner REPS OUT.pkl [k/parts]
-    python examples/qrank6/hist_grid.py audit14 REPS OUT.pkl [k/parts]
+    PYTHONPATH=/tmp/qr6_after python examples/qrank6/hist_grid.py planner REPS OUT.pkl [k/parts]
+    PYTHONPATH=/tmp/qr6_after python examples/qrank6/hist_grid.py audit14 REPS OUT.pkl [k/parts]
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ EXAMPLES = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(EXAMPLES))
 sys.path.insert(0, str(EXAMPLES / "audit14"))
 
-import ldpql  # noqa: E402
-from ldpql.planner import quantile as planner  # noqa: E402
-from ldpql.simulation import simulate  # noqa: E402
+import ldpql
+from ldpql.planner import quantile as planner
+from ldpql.simulation import simulate
 
 Z95 = NormalDist().inv_cdf(0.975)
 

@@ -7,14 +7,17 @@ second half's prefix over the fine partition, which at τ spans j coarse bins pl
 under OUE a prefix's variance grows with the number of cells it sums (prefix_variance), so the read has a standard
 error up to sqrt(cells) times larger than the cost assumed.
 
-Per cell (data and seeds as examples/quantile_grid.py; the histogram's own bins), RUNS runs each of
-  zoom off   histogram_protocol(..., zoom=False): the one-round histogram (856d265's protocol)
-  zoom on    the shipped protocol
-and for the zoomed runs: the cost heavy_bins used (first-round cdf_var at bin j, recomputed from the release's
-first round is not exposed, so from prefix_variance at the true mass) vs the second half's own predicted sd at the
-answer (the release's cdf_var there) and the realised rank errors.
+Per cell (data and seeds [23, t] as examples/quantile_grid.py; the planner's bins for the histogram), RUNS runs of
+  zoom off   histogram_protocol(..., zoom=False): one round over all users (the protocol of 856d265)
+  zoom on    the shipped protocol (eb4b888)
+Columns: bins / w (coins per bin) / cell (coins per cell of a split bin) / fine (cells of the second round's
+partition); mean rank error with the zoom off and on; zoom = share of runs that split; cost = the threshold
+heavy_bins compares the excess with, 2·sqrt(first-round prefix variance at bin j + the half's sampling), here at the
+true masses; 2·sd2 = twice the second half's standard error of F̂ at τ (prefix_variance of the fine partition's oracle
+over the cells up to τ, half the users, plus the sampling) at the true masses; 2·sd shown = twice the mean standard
+error the release itself carries at its answer in the zoomed runs (sqrt of extra['cdf_var']).
 
-    python examples/qrank6/repro_zoom_cost.py [RUNS]
+    PYTHONPATH=/tmp/qr6_after python examples/qrank6/repro_zoom_cost.py [RUNS]     (git archive eb4b888)
 """
 
 from __future__ import annotations
@@ -26,13 +29,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import quantile_grid as qg  # noqa: E402
+import quantile_grid as qg
 
-from ldpql.mechanisms.quantile import CoinSpace  # noqa: E402
-from ldpql.mechanisms.quantile_histogram import (bin_width, histogram_protocol, oracle, prefix_variance,  # noqa: E402
-                                                 zoom_cells)
-from ldpql.planner import quantile as planner  # noqa: E402
-from ldpql.simulation import simulate  # noqa: E402
+from ldpql.mechanisms.quantile import CoinSpace
+from ldpql.mechanisms.quantile_histogram import bin_width, histogram_protocol, oracle, prefix_variance, zoom_cells
+from ldpql.planner import quantile as planner
+from ldpql.simulation import simulate
 
 CELLS = [("heavy", 10_000, 0.5, 0.1), ("heavy", 10_000, 0.5, 0.5), ("heavy", 100_000, 0.5, 0.5),
          ("pareto", 50_000, 1.0, 0.1), ("pareto", 50_000, 4.0, 0.1),
@@ -41,7 +43,7 @@ CELLS = [("heavy", 10_000, 0.5, 0.1), ("heavy", 10_000, 0.5, 0.5), ("heavy", 100
 
 def main(runs: int = 100) -> None:
     print(f"{'shape':8s} {'n':>7s} {'ε':>4s} {'τ':>4s} {'bins':>5s} {'w':>5s} {'cell':>4s} {'fine':>5s} "
-          f"{'err off':>8s} {'err on':>8s} {'zoom':>5s} {'cost':>7s} {'sd2 pred':>8s} {'sd2 shown':>9s}")
+          f"{'err off':>8s} {'err on':>8s} {'zoom':>5s} {'cost':>7s} {'2·sd2':>7s} {'2·sd shown':>10s}")
     for s, n, eps, tau in CELLS:
         hist, coins = qg.shape(s, n)
         n = int(hist.sum())
@@ -78,8 +80,8 @@ def main(runs: int = 100) -> None:
                         shown_sd.append(math.sqrt(var[min(int(np.searchsorted(ends, a.extra["coin"])), len(var) - 1)]))
             errs[zoom] = np.mean(e)
         print(f"{s:8s} {n:7d} {eps:4g} {tau:4g} {nb:5d} {width:5d} {cell:4d} {fine:5d} {errs[False]:8.4f} "
-              f"{errs[True]:8.4f} {np.mean(zoomed):5.2f} {cost:7.4f} {sd2:8.4f} "
-              f"{np.mean(shown_sd) if shown_sd else float('nan'):9.4f}")
+              f"{errs[True]:8.4f} {np.mean(zoomed):5.2f} {cost:7.4f} {2 * sd2:7.4f} "
+              f"{2 * np.mean(shown_sd) if shown_sd else float('nan'):10.4f}")
 
 
 if __name__ == "__main__":

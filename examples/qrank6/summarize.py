@@ -40,14 +40,14 @@ def summary(name: str, d: pd.DataFrame) -> str:
     same = d[d["identical_runs"]]
     unz = d[(z == 0) & ~d["identical_runs"]]
     lines += [f"- cells with one coin per bin (no zoom possible; runs identical before/after): {len(same)}",
-              f"- cells with bins wider than one coin that never zoomed: {len(unz)}; their z_diff (a pure Monte "
+              (f"- cells with bins wider than one coin that never zoomed: {len(unz)}; their z_diff (a pure Monte "
               f"Carlo difference, same protocol in distribution): mean {unz['z_diff'].mean():.2f}, sd "
-              f"{unz['z_diff'].std():.2f}, |z| >= 3 in {int((unz['z_diff'].abs() >= 3).sum())}",
-              f"- cells that zoomed in some run: {int((z > 0).sum())}; in >= 50% of runs: {int((z >= 0.5).sum())}; "
-              f"in every run: {int((z == 1).sum())}",
-              f"- choice changed before -> after: {int((d['chosen_before'] != d['chosen_after']).sum())} cells; "
-              f"histogram chosen in {int(d['chosen_hist'].sum())}", ""]
-    r = np.log(d["ratio"])
+              f"{unz['z_diff'].std():.2f}, |z| >= 3 in {int((unz['z_diff'].abs() >= 3).sum())}"),
+              (f"- cells that zoomed in some run: {int((z > 0).sum())}; in >= 50% of runs: {int((z >= 0.5).sum())}; "
+              f"in every run: {int((z == 1).sum())}"),
+              (f"- choice changed before -> after: {int((d['chosen_before'] != d['chosen_after']).sum())} cells; "
+              f"histogram chosen in {int(d['chosen_hist'].sum())}"), ""]
+    np.log(d["ratio"])
     lines.append("| cells | n cells | geo. mean after/before | > 1.10 | < 0.90 | > 1.10 and z >= 3 | < 0.90 and "
                  "z <= -3 |")
     lines.append("|---|---|---|---|---|---|---|")
@@ -60,8 +60,8 @@ def summary(name: str, d: pd.DataFrame) -> str:
                      f"{int(((s['ratio'] > 1.1) & (s['z_diff'] >= Z_SIG)).sum())} | "
                      f"{int(((s['ratio'] < 0.9) & (s['z_diff'] <= -Z_SIG)).sum())} |")
     lines += ["", "Coverage of the shown rank error at 95% (share of runs with rank error <= shown_rank_error):", "",
-              "| cells | before: mean / min / under 0.93 | after: mean / min / under 0.93 | after, zoomed runs only: "
-              "cells with >= 20 zoomed runs, mean / min |", "|---|---|---|---|"]
+              ("| cells | before: mean / min / under 0.93 | after: mean / min / under 0.93 | after, zoomed runs only: "
+              "cells with >= 20 zoomed runs, mean / min |"), "|---|---|---|---|"]
     for label, m in (("all", np.ones(len(d), bool)), ("zoom rate > 0", z > 0), ("histogram chosen", d["chosen_hist"])):
         s = d[m]
         zz = s[(s["zoom_after"] * s["reps"] >= 20)]
@@ -69,32 +69,32 @@ def summary(name: str, d: pd.DataFrame) -> str:
                      f"{int((s['cov95_before'] < 0.93).sum())} | {s['cov95_after'].mean():.4f} / "
                      f"{s['cov95_after'].min():.3f} / {int((s['cov95_after'] < 0.93).sum())} | "
                      f"{len(zz)}: {zz['cov95_after_zoomed'].mean():.4f} / {zz['cov95_after_zoomed'].min():.3f} |")
-    lines += ["", "Width of the shown rank error, after / before (mean shown value, cells with zoom rate > 0.5): "
+    lines += ["", ("Width of the shown rank error, after / before (mean shown value, cells with zoom rate > 0.5): "
               f"median {np.median(d[z > 0.5]['shown_after'] / d[z > 0.5]['shown_before']):.3f}, "
               f"range {np.min(d[z > 0.5]['shown_after'] / d[z > 0.5]['shown_before']):.3f}-"
-              f"{np.max(d[z > 0.5]['shown_after'] / d[z > 0.5]['shown_before']):.3f}", ""]
+              f"{np.max(d[z > 0.5]['shown_after'] / d[z > 0.5]['shown_before']):.3f}"), ""]
     ch = d[d["chosen_hist"]]
     if "regret_after" in d:
         reg = d[d["regret_after"].notna() & d["regret_before"].notna()]
         chr_ = ch[ch["regret_after"].notna()]
         lines += ["Cells where the planner chooses the histogram:", "",
                   "| | before | after |", "|---|---|---|",
-                  f"| mean over cells of the mean rank error | {ch['mean_before'].mean():.5f} | "
-                  f"{ch['mean_after'].mean():.5f} |",
+                  (f"| mean over cells of the mean rank error | {ch['mean_before'].mean():.5f} | "
+                  f"{ch['mean_after'].mean():.5f} |"),
                   f"| median over cells | {ch['mean_before'].median():.5f} | {ch['mean_after'].median():.5f} |",
-                  f"| cov95: mean / min | {ch['cov95_before'].mean():.4f} / {ch['cov95_before'].min():.3f} | "
-                  f"{ch['cov95_after'].mean():.4f} / {ch['cov95_after'].min():.3f} |",
-                  f"| regret vs best forced ({len(chr_)} cells with the others' errors): median / mean / max | "
+                  (f"| cov95: mean / min | {ch['cov95_before'].mean():.4f} / {ch['cov95_before'].min():.3f} | "
+                  f"{ch['cov95_after'].mean():.4f} / {ch['cov95_after'].min():.3f} |"),
+                  (f"| regret vs best forced ({len(chr_)} cells with the others' errors): median / mean / max | "
                   f"{chr_['regret_before'].median():.2f} / {chr_['regret_before'].mean():.2f} / "
                   f"{chr_['regret_before'].max():.1f} | {chr_['regret_after'].median():.2f} / "
-                  f"{chr_['regret_after'].mean():.2f} / {chr_['regret_after'].max():.1f} |",
-                  f"| ... cells with regret > 1.25 | {int((chr_['regret_before'] > 1.25).sum())} | "
-                  f"{int((chr_['regret_after'] > 1.25).sum())} |",
-                  f"| all cells' chosen regret ({len(reg)}): median / mean / max / > 1.25 | "
+                  f"{chr_['regret_after'].mean():.2f} / {chr_['regret_after'].max():.1f} |"),
+                  (f"| ... cells with regret > 1.25 | {int((chr_['regret_before'] > 1.25).sum())} | "
+                  f"{int((chr_['regret_after'] > 1.25).sum())} |"),
+                  (f"| all cells' chosen regret ({len(reg)}): median / mean / max / > 1.25 | "
                   f"{reg['regret_before'].median():.2f} / {reg['regret_before'].mean():.2f} / "
                   f"{reg['regret_before'].max():.1f} / {int((reg['regret_before'] > 1.25).sum())} | "
                   f"{reg['regret_after'].median():.2f} / {reg['regret_after'].mean():.2f} / "
-                  f"{reg['regret_after'].max():.1f} / {int((reg['regret_after'] > 1.25).sum())} |", ""]
+                  f"{reg['regret_after'].max():.1f} / {int((reg['regret_after'] > 1.25).sum())} |"), ""]
         moved = chr_[(chr_["regret_after"] / chr_["regret_before"] - 1).abs() > 0.10]
         lines += [f"Chosen-histogram cells whose regret moved by more than 10% ({len(moved)}):", "",
                   table(moved, ["shape", "n", "eps", "tau", "width", "zoom_after", "mean_before", "mean_after",
@@ -109,8 +109,8 @@ def summary(name: str, d: pd.DataFrame) -> str:
                   table(s, cols) if name.startswith("planner") else table(sig, cols), ""]
         if not name.startswith("planner"):
             rest = s[s["z_diff"].abs() < Z_SIG]
-            lines += [f"The other {len(rest)} (|z_diff| < {Z_SIG:g}; zoom rate > 0.1 in "
-                      f"{int((rest['zoom_after'] > 0.1).sum())}) are in the CSV.", ""]
+            lines += [(f"The other {len(rest)} (|z_diff| < {Z_SIG:g}; zoom rate > 0.1 in "
+                      f"{int((rest['zoom_after'] > 0.1).sum())}) are in the CSV."), ""]
     low = d[d["cov95_after"] < 0.93]
     lines += [f"### Cells with coverage under 0.93 after: {len(low)}", ""]
     if len(low):

@@ -46,7 +46,7 @@ from ldpql.mechanisms.quantile import CoinSpace, _no_users, crossing
 
 ZOOM_SHARE = 0.5   # the users of the first round when a bin may be split (the second round has the rest) ...
 FINE_START = 0.75  # ... of which, when a bin is split, the users from here on report its cells
-ZOOM_CELLS = 4     # a zoomed bin is split into about this many times the first round's number of bins
+ZOOM_CELLS = 4     # a split bin has at most this many times the first round's number of bins as cells
 ZOOM_RESIDUAL = 4  # a split bin's cells are priced at this many times their average mass
 ZOOM_Z = 2.0       # a bin split is heavier than its neighbours by this many standard errors of the difference
 
@@ -142,8 +142,8 @@ def zoom_encoding(space: CoinSpace, width: int, zooms: tuple[tuple[int, int], ..
                                          f"{', '.join(str(s) for _, s in zooms)}")
 
 
-def split_variance(r: Randomizer, m: int, b: float | np.ndarray, ja: np.ndarray, fa: np.ndarray, jb: np.ndarray | float = 0,
-                   fb: np.ndarray | float = 0.0) -> np.ndarray:
+def split_variance(r: Randomizer, m: int, b: float | np.ndarray, ja: np.ndarray, fa: np.ndarray,
+                   jb: np.ndarray | float = 0, fb: np.ndarray | float = 0.0) -> np.ndarray:
     """Var of b·(the sum of f̂ over ``ja`` cells holding ``fa`` of the m users) + (the sum over ``jb`` other cells
     holding ``fb``), under GRR or OUE (0 noise off); vectorised. GRR: one report per user, whose weight has mean
     qW + (p - q)w and second moment qW₂ + (p - q)w² for a user in a cell of weight w (W, W₂ the sums of the weights
@@ -232,12 +232,12 @@ class Zoomed:
 
 def zoom_plan(eps: float, f1: np.ndarray, unit_var1: np.ndarray, n: int, taus: list[float],
               widths: np.ndarray, bins: int) -> tuple[tuple[int, int], ...]:
-    """The bins the last quarter of the users splits, each with the width of its cells: for every τ, the bin answering it if the
-    first half shows it heavier than its lighter neighbour by ZOOM_Z standard errors (an atom or a spike, where
-    interpolation can be off by that excess: audit 14's Zipf, 27% at 0 in a bin of 782 coins) and if splitting it
-    into some number of cells predicts a smaller error, noise plus a cell's mass, than reading the pooled one-round
-    histogram with half that excess for the interpolation (:func:`zoom_error`). Post-processing of the first
-    half's release, public n and ε."""
+    """The bins the last quarter of the users splits, each with the width of its cells: for every τ, the bin answering
+    it if the first half shows it heavier than its lighter neighbour by ZOOM_Z standard errors (an atom or a spike,
+    where interpolation can be off by that excess: audit 14's Zipf, 27% at 0 in a bin of 782 coins) and if splitting
+    it into some number of cells predicts a smaller error, noise plus a cell's mass, than reading the pooled
+    one-round histogram with half that excess for the interpolation (:func:`zoom_error`). Post-processing of the
+    first half's release, public n and ε."""
     plan: dict[int, int] = {}
     cdf1 = np.cumsum(f1)
     for tau in taus:
@@ -265,9 +265,9 @@ def _cell_counts(width: int, bins: int) -> list[int]:
 def zoom_error(eps: float, f1: np.ndarray, n: int, j: int, cells: int, tau: float) -> float:
     """The predicted squared rank error of τ read inside bin j split into ``cells`` cells, from the first half's
     frequencies (bin j's mass spread evenly over its cells): the CDF before the bin pooled over the users, the last
-    quarter's cells up to τ (their noise and sampling), and ZOOM_RESIDUAL times a cell's average mass for the read-out inside a cell
-    (a bin is split because its mass is not spread evenly: Zipf's 27% at 0 in a bin of 782 coins was read 0.07 off
-    from cells of 4 coins with the average alone, exactly from cells of 1 with 4 times it)."""
+    quarter's cells up to τ (their noise and sampling), and ZOOM_RESIDUAL times a cell's average mass for the
+    read-out inside a cell (a bin is split because its mass is not spread evenly: Zipf's 27% at 0 in a bin of 782
+    coins was read 0.07 off from cells of 4 coins with the average alone, exactly from cells of 1 with 4 times it)."""
     n1 = round(FINE_START * n)
     n2 = n - n1
     a, b = n1 / n, n2 / n
@@ -285,9 +285,9 @@ def histogram_protocol(space: CoinSpace, eps: float, taus: list[float], bins: in
                        zoom: bool = True) -> Callable[[int], Protocol]:
     """Every τ of ``taus`` read from one histogram (``bins`` bins of the coins, ``extra['answers']``).
 
-    With bins wider than one coin (and ``zoom``) the first half of the users reports its bin; where that release shows
-    a bin answering a τ to be worth splitting (:func:`zoom_plan`), the third quarter reports its bin too and the last
-    quarter its cell of a partition that splits that bin (:class:`ZoomEncoding`), combined by
+    With bins wider than one coin (and ``zoom``) the first half of the users reports its bin; where that release
+    shows a bin answering a τ to be worth splitting (:func:`zoom_plan`), the third quarter reports its bin too and
+    the last quarter its cell of a partition that splits that bin (:class:`ZoomEncoding`), combined by
     :meth:`Zoomed.combined`; otherwise the second half reports its bin and both halves are pooled: the one-round
     histogram of all users, exactly. The choice is post-processing of the first half's release; every user answers
     once, at ε."""

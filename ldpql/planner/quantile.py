@@ -294,7 +294,8 @@ def _resolve(call: ast.Call, table: Table, text: str, tau: float | None,
                             space=space, taus=_statement_taus(select, table, col.name, space, tau, text, choices),
                             mode=choices[0], postprocess=choices[1], interval=_interval_kind(call, text),
                             notes_prediction=True, confidence=float((options or {}).get("confidence", 0.95)),
-                            max_rounds=min([r for r in (table.rounds, (options or {}).get("rounds")) if r], default=None))
+                            max_rounds=min([r for r in (table.rounds, (options or {}).get("rounds")) if r],
+                                           default=None))
     target.derive, target.derived = _derive(tau, space, target.interval, col.name), f"the {tau:g}-quantile"
     return target
 
@@ -632,7 +633,8 @@ def _histogram_candidate(target: QuantileTarget) -> Candidate:
                 f"are pooled"]
 
     return Candidate("histogram", "local", 3 if zoom else 1, predict, protocol, check=check, describe=describe,
-                     note="one collection, or three rounds where a heavy bin is split" if zoom else "one non-adaptive collection",
+                     note=("one collection, or three rounds where a heavy bin is split" if zoom else
+                           "one non-adaptive collection"),
                      share_n=True, choice_weight=W_HIST)
 
 
