@@ -30,13 +30,13 @@ def run(text: str) -> ldpql.Error | None:
 
 
 # ---- statements -----------------------------------------------------------------------------------------------
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=200)
 @given(fz.statement())
 def test_generated_statements_raise_only_ldpql_errors_and_spend_nothing_when_they_do(text):
     run(text)
 
 
-@settings(FUZZ, max_examples=250)
+@settings(FUZZ, max_examples=170)
 @given(fz.mutated(fz.statement()))
 def test_mutated_statements_raise_only_ldpql_errors(text):
     run(text)

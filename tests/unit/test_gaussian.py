@@ -235,9 +235,10 @@ def test_one_round_protocols_error_and_coverage():
 
 
 def test_error_does_not_grow_with_the_range():
-    """E4 reduced: at R = 10^5 the KV2 error is that at R = 10 up to the extra levels (median within 1.6x)."""
-    small, _, _ = _errors(G.Setting(-10, 10, 1, 1, 1.0), 2, 20_000, 40, seed=15)
-    large, _, _ = _errors(G.Setting(-1e5, 1e5, 1, 1, 1.0), 2, 20_000, 40, seed=16)
+    """E4 reduced: at R = 10^5 the KV2 error is that at R = 10 up to the extra levels (median within 1.6x; 24 runs
+    each, ratio 0.95; 40 runs: 1.13)."""
+    small, _, _ = _errors(G.Setting(-10, 10, 1, 1, 1.0), 2, 20_000, 24, seed=15)
+    large, _, _ = _errors(G.Setting(-1e5, 1e5, 1, 1, 1.0), 2, 20_000, 24, seed=16)
     ratio = np.median(np.abs(large)) / np.median(np.abs(small))
     assert 1 / 1.6 < ratio < 1.6
 
