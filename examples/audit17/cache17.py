@@ -10,7 +10,7 @@ Each case runs a fresh `python -c` that parses a statement, with XDG_CACHE_HOME 
   Concurrency: 6 processes started together on an empty cache, 5 times: every parse must succeed.
   Python-version thrash: lark hashes the Python version into the file's CONTENT, not its name.
 """
-import os, pickle, shutil, stat, subprocess, sys, tempfile, time
+import os, pickle, stat, subprocess, sys, tempfile, time
 import lark
 
 HERE = os.path.dirname(os.path.abspath(__file__))

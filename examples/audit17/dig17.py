@@ -2,7 +2,6 @@
 sampling)) against the standard error the zoomed read actually has (the second round's oracle over the finer partition,
 the prefix of cells up to the answer, half the users, plus sampling). Closed forms of the engine's own prefix_variance."""
 import math
-import numpy as np
 from ldpql.mechanisms.quantile_histogram import bin_width, oracle, prefix_variance, zoom_cells
 from ldpql.planner.quantile import histogram_bins
 

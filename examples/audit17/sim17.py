@@ -120,7 +120,7 @@ def run(name, spec, reps, arms):
                 lo, hi = a.extra["interval"](0.95) if "interval" in a.extra else (np.array([np.nan]),) * 2
                 lo, hi = int(np.ceil(lo[0])), int(np.floor(hi[0]))
                 cert = (cdf[hi] >= tau - 1e-12) and ((cdf[lo - 1] if lo > 0 else 0.0) <= tau + 1e-12)
-                rel = ests[(ai, ci)] if (ai, ci) in ests else None
+                rel = ests[(ai, ci)] if (ai, ci) in ests else None  # noqa: F841
                 zoomed = None
                 for e in ests.values():
                     if "zoomed" in e.extra:

@@ -63,7 +63,8 @@ def main(spark_on=True):
                 ref = enc.inputs(coins)
                 mem, mnull = evaluate(enc.expr, {"x": np.array(vals, dtype=object) if col.dtype != "DOUBLE" else
                                                  np.where(null, np.nan, x)}, len(vals))
-                tbl = pa.table({"i": np.arange(len(vals)), "x": pa.array(vals, type=pa.float64() if col.dtype == "DOUBLE"
+                tbl = pa.table(  # noqa: F841 (read by DuckDB by name)
+                    {"i": np.arange(len(vals)), "x": pa.array(vals, type=pa.float64() if col.dtype == "DOUBLE"
                                                                       else pa.float64())})
                 ddb = [r[0] for r in duckdb.sql(f"SELECT {render(enc.expr)} FROM tbl ORDER BY i").fetchall()]
                 res_rows = {"ref": ref.tolist(), "mem": np.asarray(mem).astype(np.int64).tolist(), "duckdb": ddb}
