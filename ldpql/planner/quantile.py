@@ -148,7 +148,7 @@ class QuantileTarget(Target):
     postprocess: str = POSTPROCESS[0]
     interval: str = INTERVALS[0]
     confidence: float = 0.95        # the statement's (OPTIONS or SET): a rank error bound holds at every level
-    max_rounds: int | None = None   # the table's ROUNDS or OPTIONS (rounds = k): the histogram splits a bin if >= 2
+    max_rounds: int | None = None   # the table's ROUNDS or OPTIONS (rounds = k): the histogram splits a bin if >= 3
 
     @property
     def z(self) -> float:

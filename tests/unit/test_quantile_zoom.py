@@ -172,3 +172,19 @@ def test_bins_of_a_few_coins_are_split_into_single_coins():
     spec.loader.exec_module(grid)
     rows = {r["mechanism"]: r for r in grid.run_cell("discrete", 10_000, 8.0, 0.5, 10)}
     assert rows["histogram"]["chosen"] and rows["histogram"]["mean_error"] == 0.0, rows["histogram"]
+
+
+def test_explain_says_when_the_histogram_may_zoom_and_a_rounds_limit_turns_it_off():
+    """EXPLAIN shows the zoom's line and 3 rounds where the histogram may split a bin; with OPTIONS (rounds = 2) (or a
+    table's ROUNDS below 3) the histogram is the one-round one, and EXPLAIN says so."""
+    import pyarrow as pa
+
+    import ldpql
+    con = ldpql.connect(evaluation=True)
+    con.register("t", pa.table({"x": _zipf(2000, 19)}),
+                 private={"x": {"between": (0, K - 1), "integer": True, "not_null": True}}, budget=100)
+    sql = "EXPLAIN SELECT LDP_QUANTILE(x, 0.05, mechanism => 'histogram') FROM t EPSILON 8"
+    zoomed, limited = str(con.sql(sql)), str(con.sql(sql + " OPTIONS (rounds = 2)"))
+    assert "histogram: local, 3 round(s)" in zoomed and "zoom        where the first half" in zoomed
+    assert "histogram: local, 1 round(s)" in limited and "zoom " not in limited
+    assert "every user reports its bin once" in limited
