@@ -1,4 +1,5 @@
-"""Loaders for the golden .sql fixtures (one statement per line; '--' lines are comments)."""
+"""Loaders for the golden .sql fixtures (one statement per line; '--' lines are comments), and a recorder of a
+protocol's rounds."""
 
 from __future__ import annotations
 
@@ -22,3 +23,20 @@ def load_error_cases(name: str) -> list[tuple[str, str, int, int]]:
         ln, _, col = where.partition(":")
         cases.append((stmt.rstrip(), cls, int(ln), int(col)))
     return cases
+
+
+def record_rounds(protocol, rng, **data) -> tuple[list, object]:
+    """Run a protocol through :func:`ldpql.simulation.simulate` (``coins=`` or ``hist=``), recording every round it
+    asks: (the rounds, the estimate)."""
+    from ldpql.simulation import simulate
+    rounds = []
+
+    def spy():
+        rnd = next(protocol)
+        while True:
+            rounds.append(rnd)
+            try:
+                rnd = protocol.send((yield rnd))
+            except StopIteration as stop:
+                return stop.value
+    return rounds, simulate(spy(), rng, **data)

@@ -24,6 +24,7 @@ from ldpql.mechanisms.quantile import (CoinSpace, PosteriorTree, Question, alpha
 from ldpql.mechanisms.rr import RandomizedResponse
 from ldpql.planner import quantile as planner
 from ldpql.simulation import simulate
+from tests.helpers import record_rounds
 from ldpql.mechanisms.shuffle import (clone_delta, code_epsilon0, feldman_cap, feldman_central, generic_weights,
                                       paper_epsilon0, required_users, shuffle_budget, tight_epsilon0)
 
@@ -218,17 +219,7 @@ def test_a_noisy_tree_does_not_answer_from_an_empty_tail():
 
 def _record(protocol, coins, rng):
     """Run a protocol through :func:`simulate`, recording every round."""
-    rounds = []
-
-    def spy():
-        rnd = next(protocol)
-        while True:
-            rounds.append(rnd)
-            try:
-                rnd = protocol.send((yield rnd))
-            except StopIteration as stop:
-                return stop.value
-    return rounds, simulate(spy(), rng, coins=coins)
+    return record_rounds(protocol, rng, coins=coins)
 
 
 @pytest.mark.parametrize("make", [

@@ -18,6 +18,7 @@ from ldpql.mechanisms.quantile import CoinSpace
 from ldpql.mechanisms.quantile_histogram import histogram_protocol, zoom_encoding
 from ldpql.planner.quantile import Z95, shown_rank_error, sigma_histogram
 from ldpql.simulation import simulate
+from tests.helpers import record_rounds
 
 K = 200_001
 
@@ -98,18 +99,8 @@ def test_a_zoomed_answer_shows_a_rank_error_that_covers(eps, n):
 
 def test_every_group_answers_once_through_an_audited_randomizer_at_epsilon():
     data = _zipf(3000, 16)
-    rounds = []
-
-    def spy(protocol):
-        rnd = next(protocol)
-        while True:
-            rounds.append(rnd)
-            try:
-                rnd = protocol.send((yield rnd))
-            except StopIteration as stop:
-                return stop.value
-    est = simulate(spy(histogram_protocol(CoinSpace(K), 1.0, [0.2], 256)(len(data))), np.random.default_rng(0),
-                   coins=data)
+    rounds, est = record_rounds(histogram_protocol(CoinSpace(K), 1.0, [0.2], 256)(len(data)), np.random.default_rng(0),
+                                coins=data)
     assert est.extra["zoomed"] == [0] and len(rounds) == 3
     assert [r.users for r in rounds] == [(0.0, 0.5), (0.5, 0.75), (0.75, 1.0)]   # disjoint users
     assert all(type(r.randomizer) in (GRR, OUE) and r.randomizer.epsilon == 1.0 for r in rounds)
