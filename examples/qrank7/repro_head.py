@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "qrank6"))   # (its hist_grid.py ran every version)
 import hist_grid  # noqa: F401  (puts examples/ and examples/audit14 on sys.path)
 
 import ldpql

@@ -1,4 +1,4 @@
-"""qrank8: examples/qrank7/hist_grid.py's audit14 grid in another cell order, so that a run cut for time still holds
+"""qrank8: examples/qrank6/hist_grid.py's audit14 grid in another cell order, so that a run cut for time still holds
 whole groups of cells. Every cell is run exactly as hist_grid.py runs it (same function, seeds [1414, t] per cell,
 t = 0..REPS-1), only the order of the cells differs; compare.py matches cells by (shape, n, ε, τ).
 
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "qrank7"))
+sys.path.insert(0, str(HERE.parent / "qrank6"))
 
-import hist_grid  # noqa: E402  (examples/qrank7/hist_grid.py)
+import hist_grid  # noqa: E402  (examples/qrank6/hist_grid.py, which qrank7 ran too)
 
 
 def width_of() -> dict:
