@@ -64,18 +64,10 @@ def oracle(eps: float, bins: int) -> Randomizer:
 
 
 def prefix_variance(r: Randomizer, mass: np.ndarray | float, width: np.ndarray | float, n: int) -> np.ndarray:
-    """Var F̂ of a prefix of ``width`` bins holding ``mass`` of the n users, under GRR or OUE (0 noise off)."""
-    mass, width = np.asarray(mass, dtype=float), np.asarray(width, dtype=float)
-    if isinstance(r, Identity):
-        return np.zeros(np.broadcast(mass, width).shape)
-    p, q = r.p, r.q
-    if isinstance(r, GRR):   # one report per user: in the prefix w.p. p + (J-1)q (member), Jq (other)
-        inside, outside = p + (width - 1) * q, width * q
-        var = mass * inside * (1 - inside) + (1 - mass) * outside * (1 - outside)
-    else:                    # OUE: independent bits, the bins' variances add
-        var = mass * p * (1 - p) + (width - mass) * q * (1 - q)
-    with np.errstate(divide="ignore"):   # p = q in floats at a vanishing ε: the variance is infinite, as it is
-        return var / (max(n, 1) * (p - q) ** 2)
+    """Var F̂ of a prefix of ``width`` bins holding ``mass`` of the n users, under GRR or OUE (0 noise off): a
+    member's report falls in the prefix with probability p + (J-1)q under GRR, Jq otherwise; OUE's bits are
+    independent (:func:`split_variance` with one part)."""
+    return split_variance(r, n, 1.0, width, mass)
 
 
 def read_out(cdf: np.ndarray, freq: np.ndarray, tau: float, ends: np.ndarray) -> int:
@@ -148,7 +140,7 @@ def split_variance(r: Randomizer, m: int, b: float | np.ndarray, ja: np.ndarray,
     holding ``fb``), under GRR or OUE (0 noise off); vectorised. GRR: one report per user, whose weight has mean
     qW + (p - q)w and second moment qW₂ + (p - q)w² for a user in a cell of weight w (W, W₂ the sums of the weights
     and of their squares); OUE: independent bits, each cell's variance times its weight squared. With b = 1 and no
-    second part it is :func:`prefix_variance`."""
+    second part it is :func:`prefix_variance`, which calls it."""
     ja, jb = np.asarray(ja, dtype=float), np.asarray(jb, dtype=float)
     fa = np.clip(np.asarray(fa, dtype=float), 0.0, 1.0)
     fb = np.clip(np.asarray(fb, dtype=float), 0.0, 1.0 - fa)
