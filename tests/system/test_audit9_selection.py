@@ -333,6 +333,9 @@ def test_unflagged_interval_covers_an_interior_mean_given_a_rare_selection():
                    "draws) covers r = 1 0.888 at 95%, 0.798 at 90% (Fieller 0.622/0.440), r = 0.7 0.918/0.856; on real releases (ratio_confirm.py) collision, "
                    "every value at hi, 95% NULL, n = 500, eps = 2: 0.651 at 95% (146 unflagged of 20,000), 0.657 at 90%; "
                    "n = 5,000, eps = 0.5: 0.737 (38); split, n = 5,000, eps = 1: 0.862 / 0.725 at 90% (109). The "
-                   "band |P| <= c·sd(P) holds with probability 1 - beta overall but not given a rare selection")
+                   "band |P| <= c·sd(P) holds with probability 1 - beta overall but not given a rare selection. "
+                   "Session 14 (examples/readout14/sel.py): Lee et al.'s exact test given den in [cut, cut + sd) "
+                   "below that and the hybrid above raise r = 1 to 0.933 / 0.883 but move the miss up (E den = 2 sd, "
+                   "r = 1: 0.903 -> 0.853 at 90%) and widen r = ±1 1.5-1.8x at E den = 3-4 sd: not taken")
 def test_unflagged_interval_covers_a_mean_at_the_bound_given_a_rare_selection():
     assert unflagged_coverage(1.0, 0.9) >= 0.88
