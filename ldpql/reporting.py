@@ -96,12 +96,17 @@ def _cell_rows(p: Plan, cell: Cell, ci: int, estimates: dict[tuple[int, int], Es
             j = k if agg.table_valued else 0
             if agg.table_valued:
                 row.append(label), ivs.append(None)
-            value = _value(est, j)
-            value, iv = _bounded(value, _interval(est, j, p) if isinstance(value, float) else None,
-                                 feasible(agg, cell.n))
+            value, iv = _shown(agg, est, j, p, cell.n)
             row.append(value)
             ivs.append(iv)
         yield tuple(row), ivs
+
+
+def _shown(agg, est: Estimate | None, j: int, p: Plan, n: int):
+    """(value, interval) of cell j as a result shows them: both clipped to the feasible range, the interval widened
+    to hold the value (:func:`_bounded`). EVALUATE scores this interval, the one a SELECT prints."""
+    value = _value(est, j)
+    return _bounded(value, _interval(est, j, p) if isinstance(value, float) else None, feasible(agg, n))
 
 
 def _interval(est: Estimate, j: int, p: Plan):
@@ -173,7 +178,7 @@ def evaluation_result(p: Plan, cells: list[Cell], truth: dict, runs: list[dict])
                 continue
             est = np.array([r[(a.index, ci)].values for r in runs])
             target = _targets(truth[(a.index, ci)])
-            covered = np.array([[_covers(_interval(r[(a.index, ci)], j, p), t)
+            covered = np.array([[_covers(_shown(a, r[(a.index, ci)], j, p, cell.n)[1], t)
                                  for j, t in enumerate(target(r[(a.index, ci)]))] for r in runs])
             labels = truth[(a.index, ci)].extra.get("labels") or a.target.categories or (None,)
             # the bucket search's interval is for the point with γ of the users beyond it, not the true extreme
