@@ -62,12 +62,17 @@ def output_columns(p: Plan) -> list[str]:
 
 def feasible(agg, n: int) -> tuple[float, float] | None:
     """The range an answer can take, from public facts only: a count in [0, n], a frequency in [0, 1], a mean in
-    its declared domain, a sum in n times it; None for answers with intervals of their own kind."""
+    its declared domain, a sum in n times it, or n·[min(lo, 0), max(hi, 0)] where NULLs are skipped (any number of
+    the n users may add nothing; as key-value sums, ``kvrun.feasible``); None for answers with intervals of their
+    own kind."""
     half, mid = agg.target.affine
     if any(a.name == "postprocess" and str(a.value.value).lower() == "none" for a in agg.call.named):
         return None   # the raw unbiased estimates were asked for: shown as they are
+    low, high = mid - half, mid + half
+    if getattr(agg.target.nulls, "skip", False):   # (audit 18: 50% NULL on [10, 20] was shown as 20000 ± 0)
+        low, high = min(low, 0.0), max(high, 0.0)
     return {"count": (0.0, float(n)), "histogram": (0.0, 1.0), "frequency": (0.0, 1.0), "topk": (0.0, 1.0),
-            "mean": (mid - half, mid + half), "sum": (n * (mid - half), n * (mid + half))}.get(agg.kind)
+            "mean": (mid - half, mid + half), "sum": (n * low, n * high)}.get(agg.kind)
 
 
 def _bounded(value, iv, bounds):

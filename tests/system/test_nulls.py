@@ -68,6 +68,21 @@ def test_sum_and_count_are_over_the_users_with_a_value():
     assert abs(total["mean_estimate"] - present.sum()) < 3 * total["rmse"]
 
 
+def test_a_sum_over_users_with_a_value_is_not_clipped_to_n_times_the_lower_bound():
+    """Audit 18 H1: the shown sum was clipped to n·[lo, hi] with n counting every user, but with NULLs skipped the
+    true sum lies anywhere in n·[min(lo, 0), max(hi, 0)]: half of 2,000 users NULL, the rest on [10, 20], truth
+    14,817 was shown as 20000 ± 0, and EVALUATE (scoring the shown interval) covered 0.000 of 300 runs."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(10, 20, 2000)
+    x[rng.random(2000) < 0.5] = np.nan
+    con = ldpql.connect(evaluation=True, seed=3)
+    con.register("t", pa.table({"x": x}), private={"x": (10, 20)}, budget=1e9)
+    df = con.sql("SELECT LDP_SUM(x) FROM t EPSILON 4 OPTIONS (seed = 1)").df()
+    assert df["ldp_sum_x_low"][0] < df["ldp_sum_x"][0] < 20_000 and df["ldp_sum_x_high"][0] > df["ldp_sum_x_low"][0]
+    row = evaluate(con, "EVALUATE SELECT LDP_SUM(x) FROM t EPSILON 4 REPEAT 100")[0]
+    assert row["truth"] == pytest.approx(np.nansum(x)) and row["coverage"] >= 0.88   # (0.99 here)
+
+
 # ---- which semantics applies: declared, never read from data -------------------------------------------------
 
 def _chosen(con, sql: str) -> str:
