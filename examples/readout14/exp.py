@@ -4,7 +4,8 @@ Rules scored on the same simulated releases (seeds [1400 + cell, run]): ``new`` 
 ``quantile.crossing`` (the split with the fewest units on the wrong side of τ); ``old`` = the middle of the units
 whose [F̂(j-1), F̂(j)] is closest to holding τ (qrank5's ``before``); ``h1``/``h2`` = old when the mean of F̂ - τ
 between the two answers is within 1 / 2 of the largest raw sd there, else new; ``m1`` = the same test against the
-mean sd. Cells: ``flat`` = half the users on 0..99 and half on 900..1023 (F = 0.5 - delta on the gap, delta 0, 0.01,
+mean sd; ``s2``/``s4``/``f1``/``f2`` = old when its count of misplaced units is within 2·sqrt(L), 4·sqrt(L), 0.1·L,
+0.2·L of the best split's (L = the distance between the two answers). Cells: ``flat`` = half the users on 0..99 and half on 900..1023 (F = 0.5 - delta on the gap, delta 0, 0.01,
 0.03) and 20% at 1000 over N(500, 100) (F = 0.8 on 892..999), n 2,000 / 20,000, ε 1, 2, 4; ``shapes`` = qrank5's
 readout.py shapes and cells, τ 0.1 / 0.5 / 0.9.
 
@@ -47,9 +48,29 @@ def hybrid2(cdf, tau, var, z):
     s = np.sqrt(var[lo:hi + 1])
     return old if abs(seg.mean()) <= z * s.mean() else new
 
+def misplaced(cdf, tau):
+    a = cdf >= tau
+    ones = np.concatenate([[0], np.cumsum(a)])
+    return ones + (len(a) - ones[-1]) - (np.arange(len(a) + 1) - ones)
+
+
+def tol(cdf, tau, c, kind):
+    new = crossing(cdf, tau)
+    old = old_rule(cdf, tau)
+    if new == old:
+        return new
+    m = misplaced(cdf, tau)   # split s = units before s; answer unit j ~ split j
+    L = abs(old - new)
+    d = m[old] - m[new]
+    lim = c * math.sqrt(L) if kind == "sqrt" else c * L
+    return old if d <= lim else new
+
+
 RULES = {"new": lambda c, t, v: crossing(c, t), "old": lambda c, t, v: old_rule(c, t),
          "h1": lambda c, t, v: hybrid(c, t, v, 1.0), "h2": lambda c, t, v: hybrid(c, t, v, 2.0),
-         "m1": lambda c, t, v: hybrid2(c, t, v, 1.0)}
+         "m1": lambda c, t, v: hybrid2(c, t, v, 1.0),
+         "s2": lambda c, t, v: tol(c, t, 2, "sqrt"), "s4": lambda c, t, v: tol(c, t, 4, "sqrt"),
+         "f1": lambda c, t, v: tol(c, t, 0.1, "lin"), "f2": lambda c, t, v: tol(c, t, 0.2, "lin")}
 
 
 def flat_hist(kind, n, size=1024, delta=0.0):
