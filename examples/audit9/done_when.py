@@ -1,14 +1,16 @@
 """Audit 9: issue 11's "Done when" read off the committed coverage grid (examples/coverage_results/).
 
 The latest result per cell: the full grid on the backend seam (``seam``, 300 runs per cell), overridden cell by
-cell by the later partial re-runs (``minimax``: means; ``regret8``: quantile cells and min_m; ``topk8``: TOPK).
-Per (family, what, confidence): rows, rows below nominal − 2 points, rows above nominal + 2 points, the lowest
-coverage, and how many rows are significantly below (their exact 95% range, cov_high, under nominal:
-with 300 runs a correct 95% interval lands below nominal − 2 points in ~6% of rows by chance); regret cells over 1.25. None of these runs is after the quantile widening of issue 11 (qrank), which
-changes the shown rank error only (not the value interval, not the choice).
+cell by the later re-runs (``minimax``: means; ``regret8``: quantile cells and min_m; ``topk8``: TOPK; session 14,
+on the code of its day: ``grid14``, every fast statement at every n, ε and confidence and the extremes' standard
+cells; ``shown14``, the histogram, TOPK and histogram+mean cells again once EVALUATE scored the interval a result
+shows; ``quant14``, the quantile cells of the standard grid after the zoom). Per (family, what, confidence): rows,
+rows below nominal − 2 points, rows above nominal + 2 points, the lowest coverage, and how many rows are
+significantly below (their exact 95% range, cov_high, under nominal: with 300 runs a correct 95% interval lands
+below nominal − 2 points in ~6% of rows by chance); regret cells over 1.25.
 
-The rows below nominal − 2 points were re-run with fresh seeds at 1,000 runs (session 12:
-``coverage_grid.py --grid full --only <their cells> --reps 1000 --seed-offset 1 --out coverage_results/recheck12``).
+The rows below nominal − 2 points were re-run with fresh seeds at 1,000 runs on the code of the run that found
+them (``RECHECK``; ``coverage_grid.py --grid full --only <their cells> --reps 1000 --seed-offset 1``).
 
     python examples/audit9/done_when.py   -> done_when_coverage.csv, done_when_regret.csv, done_when_recheck.csv
 """
@@ -21,7 +23,10 @@ import pandas as pd
 
 HERE = Path(__file__).parent
 GRID = HERE.parent / "coverage_results"
-RUNS = ("seam", "minimax", "regret8", "topk8")   # oldest first: a later run replaces a cell's rows
+RUNS = ("seam", "minimax", "regret8", "topk8", "grid14", "shown14", "quant14")   # oldest first: a later run
+# replaces a cell's rows
+RECHECK = {"seam": "recheck12", "minimax": "recheck12", "regret8": "recheck12", "topk8": "recheck12",
+           "grid14": "recheck14", "shown14": "recheck14s", "quant14": "recheck14q"}   # run -> its low rows' re-run
 
 
 def latest(kind: str) -> pd.DataFrame:
@@ -50,23 +55,25 @@ def coverage_table(cov: pd.DataFrame) -> pd.DataFrame:
 KEY = ["cell", "output", "group", "label", "what"]
 
 
-def recheck(cov: pd.DataFrame, run: str = "recheck12") -> pd.DataFrame:
-    """Every row below nominal − 2 points in ``cov`` beside the same row re-run with fresh seeds (``run``: the
-    grid's --seed-offset 1 at 1,000 repetitions), and whether it holds there: within 2 points of nominal and not
-    significantly under it. At 300 runs a correct 95% interval lands 2 points low in ~6% of rows by chance, so the
-    literal "every row within 2 points" cannot be met by any engine; a low row that holds on 1,000 fresh runs was
-    chance, one that does not is a defect."""
+def recheck(cov: pd.DataFrame) -> pd.DataFrame:
+    """Every row below nominal − 2 points in ``cov`` beside the same row re-run with fresh seeds (``RECHECK`` of the
+    run it came from: the grid's --seed-offset 1 at 1,000 repetitions), and whether it holds there: within 2 points
+    of nominal and not significantly under it. At 300 runs a correct 95% interval lands 2 points low in ~6% of rows
+    by chance, so the literal "every row within 2 points" cannot be met by any engine; a low row that holds on 1,000
+    fresh runs was chance, one that does not is a defect."""
     ok = cov[(cov["status"] == "ok") & cov["coverage"].notna()].copy()
-    low = ok[ok["coverage"] < ok["nominal"] - 0.02]
-    again = pd.read_csv(GRID / run / "coverage.csv")
+    low = ok[ok["coverage"] < ok["nominal"] - 0.02].copy()
+    low["recheck"] = low["run"].map(RECHECK)
+    again = pd.concat([pd.read_csv(GRID / r / "coverage.csv").assign(recheck=r)
+                       for r in sorted(set(low["recheck"])) if (GRID / r / "coverage.csv").exists()], ignore_index=True)
     for df in (low, again):
         for k in ("group", "label"):
             df[k] = df[k].fillna("").astype(str)
-    both = low.merge(again, on=KEY, how="left", suffixes=("", "_again"))
+    both = low.merge(again, on=KEY + ["recheck"], how="left", suffixes=("", "_again"))
     both["holds"] = ((both["coverage_again"] >= both["nominal"] - 0.02) & (both["cov_high_again"] >= both["nominal"])
                      & (both["reps_again"] >= 1000))
-    return both[KEY + ["nominal", "coverage", "reps", "coverage_again", "cov_low_again", "cov_high_again",
-                       "reps_again", "holds"]]
+    return both[KEY + ["run", "nominal", "coverage", "reps", "recheck", "coverage_again", "cov_low_again",
+                       "cov_high_again", "reps_again", "holds"]]
 
 
 def regret_table(reg: pd.DataFrame) -> pd.DataFrame:
