@@ -6,8 +6,9 @@ whose [F̂(j-1), F̂(j)] is closest to holding τ (qrank5's ``before``); ``h1``/
 between the two answers is within 1 / 2 of the largest raw sd there, else new; ``m1`` = the same test against the
 mean sd; ``s2``/``s4``/``f1``/``f2`` = old when its count of misplaced units is within 2·sqrt(L), 4·sqrt(L),
 0.1·L, 0.2·L of the best split's (L = the distance between the two answers). Cells: ``flat`` = half the users on
-0..99 and half on 900..1023 (F = 0.5 - delta on the gap, delta 0, 0.01, 0.03) and 20% at 1000 over N(500, 100) (F = 0.8 on 892..999), n 2,000 / 20,000, ε 1, 2, 4; ``shapes`` = qrank5's
-readout.py shapes and cells, τ 0.1 / 0.5 / 0.9.
+0..99 and half on 900..1023 (F = 0.5 - delta on the gap, delta 0, 0.01, 0.03) and 20% at 1000 over N(500, 100)
+(F = 0.8 on 892..999), n 2,000 / 20,000, ε 1, 2, 4; ``shapes`` = qrank5's readout.py shapes and cells, τ 0.1 /
+0.5 / 0.9.
 
     python examples/readout14/exp.py REPS hierarchical,flat | hierarchical,shapes | histogram,flat
         -> exp_<mechanism>_<cells>.csv (mean rank error per rule and cell; REPS 40 / 30 / 40 here)
