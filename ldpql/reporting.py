@@ -85,8 +85,23 @@ def _bounded(value, iv, bounds):
     value = min(max(value, bounds[0]), bounds[1])
     if iv is None:
         return value, iv
-    low, high = max(iv[0], bounds[0]), min(iv[1], bounds[1])
+    if iv[1] < bounds[0] or iv[0] > bounds[1]:
+        low, high = _beyond(iv[0], iv[1], bounds)
+    else:
+        low, high = max(iv[0], bounds[0]), min(iv[1], bounds[1])
     return value, (min(low, value), max(high, value), iv[2])
+
+
+def _beyond(low: float, high: float, bounds: tuple[float, float]) -> tuple[float, float]:
+    """An interval [low, high] wholly beyond a bound b of the feasible range, which clipping would show as "b ± 0":
+    the likelihood-ratio set at the bound instead (as :func:`~ldpql.mechanisms.conditional.ratio_interval` does for
+    a ratio; Feldman and Cousins, 1998), the μ in range with (x − μ)² ≤ h² + (x − b)², x the midpoint and h the
+    half-width. It holds every μ the clipped set holds (so covers at least as often) and is never a point
+    (audit 18: a count shown as 0 ± 0 when the noise pushed its interval below 0)."""
+    x, h = (low + high) / 2, (high - low) / 2
+    if high < bounds[0]:
+        return bounds[0], min(x + math.sqrt(h * h + (bounds[0] - x) ** 2), bounds[1])
+    return max(x - math.sqrt(h * h + (x - bounds[1]) ** 2), bounds[0]), bounds[1]
 
 
 def _cell_rows(p: Plan, cell: Cell, ci: int, estimates: dict[tuple[int, int], Estimate]):

@@ -99,10 +99,11 @@ NOTES = {"simplex": "frequencies projected onto the probability simplex (postpro
 
 
 def _interval(raw: np.ndarray, se: np.ndarray, confidence: float, step: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """raw ± (z·se + step/2), clipped to [0, 1]: half a lattice step more (a continuity correction), because at a
-    high ε a bin's estimate stays put unless a report flips, and one flip moves it a whole step."""
+    """raw ± (z·se + step/2): half a lattice step more (a continuity correction), because at a high ε a bin's
+    estimate stays put unless a report flips, and one flip moves it a whole step. The result clips it to [0, 1]
+    (``reporting.feasible``; not with postprocess => 'none')."""
     half = NormalDist().inv_cdf(0.5 + confidence / 2) * se + step / 2
-    return np.clip(raw - half, 0.0, 1.0), np.clip(raw + half, 0.0, 1.0)
+    return raw - half, raw + half
 
 
 def _release(est: Estimate, d: int) -> tuple[np.ndarray, np.ndarray]:
