@@ -68,12 +68,21 @@ def recheck(cov: pd.DataFrame) -> pd.DataFrame:
                        for r in sorted(set(low["recheck"])) if (GRID / r / "coverage.csv").exists()], ignore_index=True)
     for df in (low, again):
         for k in ("group", "label"):
-            df[k] = df[k].fillna("").astype(str)
-    both = low.merge(again, on=KEY + ["recheck"], how="left", suffixes=("", "_again"))
+            df[k] = df[k].astype(object).where(df[k].notna(), "").astype(str)
+    both = low.merge(again, on=KEY + ["recheck"], how="left", suffixes=("", "_again"), validate="m:1")
     both["holds"] = ((both["coverage_again"] >= both["nominal"] - 0.02) & (both["cov_high_again"] >= both["nominal"])
                      & (both["reps_again"] >= 1000))
     return both[KEY + ["run", "nominal", "coverage", "reps", "recheck", "coverage_again", "cov_low_again",
                        "cov_high_again", "reps_again", "holds"]]
+
+
+EXPECTED = ("ok", "no interval check", "refused:")   # statuses a row may have; anything else is a failed run
+
+
+def unexpected(cov: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose status is none of ``EXPECTED`` (an errored cell would otherwise drop its rows from both tables,
+    audit 18 L2)."""
+    return cov[~cov["status"].astype(str).str.startswith(EXPECTED)]
 
 
 def regret_table(reg: pd.DataFrame) -> pd.DataFrame:
