@@ -29,14 +29,15 @@ RECHECK = {"seam": "recheck12", "minimax": "recheck12", "regret8": "recheck12", 
            "grid14": "recheck14", "shown14": "recheck14s", "quant14": "recheck14q"}   # run -> its low rows' re-run
 
 
-def latest(kind: str) -> pd.DataFrame:
+def latest(kind: str, runs: tuple[str, ...] = RUNS, grid: Path = GRID) -> pd.DataFrame:
+    """The rows of ``kind`` ("coverage" or "regret") of the latest of ``runs`` that holds each cell."""
     frames = []
-    for run in RUNS:
-        path = GRID / run / f"{kind}.csv"
+    for run in runs:
+        path = grid / run / f"{kind}.csv"
         if path.exists():
             frames.append(pd.read_csv(path).assign(run=run))
     df = pd.concat(frames, ignore_index=True)
-    last = df.groupby("cell")["run"].agg(lambda r: max(r, key=RUNS.index))
+    last = df.groupby("cell")["run"].agg(lambda r: max(r, key=runs.index))
     return df[df["run"] == df["cell"].map(last)]
 
 
