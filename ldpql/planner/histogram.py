@@ -130,7 +130,8 @@ def _frequencies(how: str, d: int, pick: Callable[..., np.ndarray] | None = None
         raw, se = _release(release, d)
         post = postprocess(raw, how)
         idx = np.arange(d) if pick is None else pick(post, raw, release.step)
-        note = NOTES[how] + "; intervals are centred on the unbiased raw estimates and clipped to [0, 1]"
+        note = NOTES[how] + "; intervals are centred on the unbiased raw estimates" + (
+            "" if how == "none" else " and clipped to [0, 1]")
         extra = {"labels": tuple(labels[i] if np.isfinite(post[i]) else None for i in idx)} if labels else {}
         if ranked:   # every value's frequency: EVALUATE checks each rank's interval at the value found there
             extra["frequencies"] = (labels, post)
