@@ -523,7 +523,8 @@ def _prediction_lines(ok: list[dict]) -> list[str]:
     """How EXPLAIN's predicted standard error compares with the measured RMSE, for scalar answers whose plan
     predicts a standard error (a histogram's prediction is an ℓ2 over its bins; the extremes' an E|error| bound)."""
     rows = [r for r in ok if r["what"] == "interval" and r["predicts"] == "stderr" and not r["label"]
-            and _f(r["predicted"]) > 0 and r["family"] not in ("quantile",)]
+            and _f(r["predicted"]) > 0 and r["family"] not in ("quantile",)
+            and not str(r["unit"]).startswith("rank error")]   # (a quantile beside a mean: its σ is in ranks)
     if not rows:
         return []
     lines = ["", "measured RMSE / EXPLAIN's predicted standard error (scalar answers; 1 = the prediction is right):", "",
