@@ -369,6 +369,8 @@ def one_round(randomizer: Randomizer, encoding: Encoding, scale: float = 1.0, sh
     se = np.sqrt(noise + sampled * spread / reply.n)
     pairs = getattr(randomizer, "pair_hits", lambda: None)() if encoding.size is not None else None
     extra = {} if pairs is None else {"pairs": (randomizer.p, randomizer.q, *pairs, reply.n, sampled)}
+    if m2 is not None and hasattr(randomizer, "far_share"):   # few far reports: rare.widen at the confidence asked
+        extra["far"] = (randomizer, reply.n, m2, abs(scale), float(sampled * spread[0] / reply.n))
     if encoding.size is not None and isinstance(randomizer, HitRates):   # LDP_TOPK's intervals near the lattice
         with np.errstate(divide="ignore", invalid="ignore"):   # the sampling term (if any) dilutes the skew
             shrink = np.nan_to_num((noise / se ** 2) ** 1.5)

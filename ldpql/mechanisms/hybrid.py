@@ -90,6 +90,16 @@ class Hybrid(Randomizer):
         count = float(summary[2]) if len(summary) > 2 else 0.0
         return self.pm.second_moment(np.array([0.0, summary[1]]), int(count)) if count > 0 else None
 
+    @property
+    def far_share(self) -> float:
+        """The probability of a report far from x: the PM branch's P_out, or the Duchi branch
+        (:mod:`ldpql.mechanisms.rare`)."""
+        return self.beta * self.pm.outside + 1 - self.beta
+
+    def report_values(self) -> np.ndarray:
+        """The value of each output of :meth:`output_distribution`, in its order (PM's lattice first)."""
+        return np.concatenate([self.pm.values, [-self.duchi.C, self.duchi.C]])
+
     def output_distribution(self, x: float) -> np.ndarray:
         """The PM branch's M cells (times β), then the Duchi branch's −C_D and +C_D (times 1 − β)."""
         return np.concatenate([self.beta * self.pm.output_distribution(x),

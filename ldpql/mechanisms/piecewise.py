@@ -130,6 +130,15 @@ class Piecewise(Randomizer):
         m2 = np.ones(np.shape(truth)) if second_moment is None else np.full(np.shape(truth), second_moment)
         return (self.floor + (self.g - 1) * m2 + self.rounding) / n
 
+    @property
+    def far_share(self) -> float:
+        """P_out: the probability that a report leaves its band (:mod:`ldpql.mechanisms.rare`)."""
+        return self.outside
+
+    def report_values(self) -> np.ndarray:
+        """The value of each output of :meth:`output_distribution`, in its order."""
+        return self.values
+
     def output_distribution(self, x: float) -> np.ndarray:
         """The formula: exact rounding fraction, P_out = (M−K)/(K e^ε + M−K)."""
         j, fraction = self._grid(np.array([x]))

@@ -15,7 +15,7 @@ from ldpql.catalog import OTHER, BooleanDomain, CategoricalDomain, NumericDomain
 from ldpql.errors import PlanError, PrivacyError, did_you_mean
 from ldpql.grammar import ast
 from ldpql.mechanisms.base import EPSILON_CAP
-from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, RARE_REPORTS, AggregateSpec, register_aggregate
+from ldpql.planner.aggregates import AGGREGATES, COMMON_ARGS, AggregateSpec, register_aggregate
 from ldpql.planner.plan import AggregatePlan, Candidate, Plan, Target
 from ldpql.planner import histogram  # noqa: F401,E402  (registers LDP_HISTOGRAM/FREQUENCY/TOPK/MODE)
 from ldpql.planner import accuracy
@@ -492,10 +492,7 @@ def choose_mechanisms(ctx: _Context) -> None:
             elif c is not a.chosen and c.typical and a.chosen.typical and not math.isinf(a.epsilon) and (
                     c.predicted_se <= a.chosen.predicted_se * NEAR_MINIMAX):
                 mine, best = (x.typical(a.epsilon, ctx.facts.typical_n, share) for x in (c, a.chosen))
-                c.rejected = (f"worst case within {NEAR_MINIMAX - 1:.0%} of {a.chosen.mechanism}'s, but fewer than "
-                              f"{RARE_REPORTS:g} of its reports are expected far from their value at this n, where "
-                              "its normal interval under-covers" if math.isinf(mine) else
-                              f"worst case within {NEAR_MINIMAX - 1:.0%} of {a.chosen.mechanism}'s, larger error at "
+                c.rejected = (f"worst case within {NEAR_MINIMAX - 1:.0%} of {a.chosen.mechanism}'s, larger error at "
                               f"a typical data set, E[x²] = 1/2 ({mine:.3g} vs {best:.3g})" if mine > best else
                               f"same error as {a.chosen.mechanism}, which is listed first")
             elif c is not a.chosen:

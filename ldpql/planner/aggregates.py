@@ -18,7 +18,7 @@ from ldpql import expr as E
 from ldpql.catalog import BooleanDomain, NumericDomain, Table, type_kind
 from ldpql.errors import PlanError, PrivacyError
 from ldpql.grammar import ast
-from ldpql.mechanisms import Encoding, Identity, Randomizer, conditional, one_round
+from ldpql.mechanisms import Encoding, Identity, Randomizer, conditional, one_round, rare
 from ldpql.mechanisms.duchi import Duchi
 from ldpql.mechanisms.hybrid import Hybrid
 from ldpql.mechanisms.laplace import LaplaceMean
@@ -101,8 +101,6 @@ def candidate(name: str, make: Callable[[float], Randomizer], target: Target, re
 
     def typical(eps: float, population: int, share: float = 1.0) -> float:
         n, r = max(int(population * share), 1), make(eps)
-        if getattr(r, "outside", 1.0) * n < RARE_REPORTS:   # PM's rare reports far from x: see RARE_REPORTS
-            return math.inf
         # every variance is linear in E[x²]: its average over E[x²] uniform in [0, 1] is at E[x²] = 1/2
         var = float(r.variance(np.zeros(1), n, second_moment=0.5)[0]) + max(0.0, 1 - n / max(population, 1)) * 0.5 / n
         return abs(scale(population)) * math.sqrt(var)
@@ -214,16 +212,12 @@ def resolve_mean(call: ast.Call, table: Table, text: str, domain: NumericDomain 
     if nulls.skip != dom.skips_nulls:
         shown += f"; here ({nulls.why}): " + ("NULL skipped" if nulls.skip else f"NULL -> {nulls.value:g}")
     # a conditional mean's interval is Fieller's at the statement's confidence (post-processing of the release)
-    derive = conditional.with_interval if nulls.skip else None
+    # otherwise, where few PM/Hybrid reports leave their band, one that widens est ± z·se (rare.widen)
+    derive = conditional.with_interval if nulls.skip else rare.widen
     return Target(col.name, enc, shown, None, col.name, affine=(half, mid), nulls=nulls, derive=derive)
 
 
 WORST_CASE = "worst case over the domain"
-# A Piecewise Mechanism report leaves the band around x with probability P_out ≈ 1/(e^{ε/2} + 1); where fewer than
-# this many such reports are expected among the users asked (n = 1,000 at ε = 16: 0.46), the mean's law is a few
-# rare jumps, not normal, and its interval under-covers (0.89-0.93 at 95% on the coverage grid): PM is then chosen
-# only where it is the minimax choice itself, not for its typical error
-RARE_REPORTS = 3.0
 
 
 def worst_case_variance(r: Randomizer, n: int, unsampled: float = 0.0) -> float:
