@@ -4,7 +4,9 @@ The latest result per cell: the full grid on the backend seam (``seam``, 300 run
 cell by the later re-runs (``minimax``: means; ``regret8``: quantile cells and min_m; ``topk8``: TOPK; session 14,
 on the code of its day: ``grid14``, every fast statement at every n, ε and confidence and the extremes' standard
 cells; ``shown14``, the histogram, TOPK and histogram+mean cells again once EVALUATE scored the interval a result
-shows; ``quant14``, the quantile cells of the standard grid after the zoom). Per (family, what, confidence): rows,
+shows; ``quant14``, the quantile cells of the standard grid after the zoom; session 15: ``grid15``, every mean, sum
+and multi-aggregate cell with a mean at ε = 16 once the few-far-reports interval (ldpql/mechanisms/rare.py) replaced
+est ± z·se there and the planner ran PM at n = 1,000). Per (family, what, confidence): rows,
 rows below nominal − 2 points, rows above nominal + 2 points, the lowest coverage, and how many rows are
 significantly below (their exact 95% range, cov_high, under nominal: with 300 runs a correct 95% interval lands
 below nominal − 2 points in ~6% of rows by chance); regret cells over 1.25.
@@ -23,10 +25,11 @@ import pandas as pd
 
 HERE = Path(__file__).parent
 GRID = HERE.parent / "coverage_results"
-RUNS = ("seam", "minimax", "regret8", "topk8", "grid14", "shown14", "quant14")   # oldest first: a later run
+RUNS = ("seam", "minimax", "regret8", "topk8", "grid14", "shown14", "quant14", "grid15")   # oldest first: a later run
 # replaces a cell's rows
+# run -> its low rows' re-run
 RECHECK = {"seam": "recheck12", "minimax": "recheck12", "regret8": "recheck12", "topk8": "recheck12",
-           "grid14": "recheck14", "shown14": "recheck14s", "quant14": "recheck14q"}   # run -> its low rows' re-run
+           "grid14": "recheck14", "shown14": "recheck14s", "quant14": "recheck14q", "grid15": "recheck15"}
 
 
 def latest(kind: str, runs: tuple[str, ...] = RUNS, grid: Path = GRID) -> pd.DataFrame:
