@@ -141,8 +141,9 @@ def test_chosen_mechanism_has_the_smallest_true_worst_case_under_users_split():
 def test_mean_interval_covers_at_n30_epsilon8_on_data_at_both_bounds(mechanism, confidence, least):
     """Was a strict xfail (audit2 finding 3): with n = 30 at ε = 8 a PM report is far from x with probability ~1.8%,
     so the mean is a Poisson-small mixture, not normal: est ± z·se covered 0.919 at 95%, 0.874 at 90% (hybrid),
-    0.860 (PM, 90%). Now the interval is the exact law's quantile over envelope data sets (:mod:`ldpql.mechanisms.rare`):
-    0.950, 0.902, 0.891."""
+    0.860 (PM, 90%). Now the interval is the exact law's quantile over envelope data sets (:mod:`ldpql.mechanisms.rare`)
+    and the planner runs PM here: 0.940, 0.891, 0.891 (this data set is an envelope: under the exact law at the true
+    E[x²] 0.950 and 0.900; the rest is the estimated E[x²] and binomial noise)."""
     import ldpql
     con = ldpql.connect(evaluation=True, seed=17)
     _people(con, np.r_[np.zeros(15), np.ones(15)])
@@ -155,7 +156,7 @@ def test_mean_interval_covers_at_n30_epsilon8_on_data_at_both_bounds(mechanism, 
 def test_mean_interval_is_not_far_too_wide_at_n100_epsilon20():
     """Was a strict xfail (audit2 finding 3, the other side): at ε = 20, n = 100 a report leaves the band (or runs
     Duchi's branch) with probability ~1e-4, so est ± z·se, z times the estimator's true sd, covered 1.000 at 90%.
-    The exact law's quantile (:mod:`ldpql.mechanisms.rare`) covers 0.9225 at 90% on data at the middle (at a bound
+    The exact law's quantile (:mod:`ldpql.mechanisms.rare`) covers 0.900 at 90% on data at the middle (at a bound
     the error is a constant offset with probability ~0.995, so any valid interval covers it every time)."""
     import ldpql
     con = ldpql.connect(evaluation=True, seed=3)
