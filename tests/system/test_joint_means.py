@@ -101,8 +101,8 @@ def _predicted(con, sql: str) -> float:
 
 
 def test_d_means_cost_one_report_and_beat_the_epsilon_split_by_the_predicted_factor():
-    """d = 8 at ε = 1: the joint CoCo report against ε split 8 ways, 100 seeded runs each. The measured ratio of
-    summed MSEs is within 25% of the predicted one (its sd from 800 squared errors a side is about 7%); against
+    """d = 8 at ε = 1: the joint CoCo report against ε split 8 ways, 60 seeded runs each. The measured ratio of
+    summed MSEs is within 25-33% of the predicted one (its sd from 480 squared errors a side is about 9%); against
     the users split, which the planner prefers, the report loses by its predicted factor too."""
     d, sql = 8, f"SELECT {_avgs(8)} FROM t EPSILON 1"
     con = _con(4_000, d)   # (the ratios do not depend on n: measured/predicted 0.91, 0.92 here; 0.98, 0.96 at 10^4)
@@ -111,12 +111,12 @@ def test_d_means_cost_one_report_and_beat_the_epsilon_split_by_the_predicted_fac
     before = con.remaining_budget("t")
     res = con.sql(joint)
     assert res.epsilon_spent == 1 and con.remaining_budget("t") == pytest.approx(before - 1)
-    joint_mse = _mse(con, joint, 100)   # (one set of joint runs serves both comparisons)
+    joint_mse = _mse(con, joint, 60)   # (one set of joint runs serves both comparisons)
     predicted = _predicted(con, joint) / _predicted(con, eps_split)
-    measured = joint_mse / _mse(con, eps_split, 100)
+    measured = joint_mse / _mse(con, eps_split, 60)
     assert predicted < 0.5 and 0.75 < measured / predicted < 1.33, (measured, predicted)
     predicted = _predicted(con, joint) / _predicted(con, users)
-    measured = joint_mse / _mse(con, users, 100)
+    measured = joint_mse / _mse(con, users, 60)
     assert predicted > 2 and 0.75 < measured / predicted < 1.33, (measured, predicted)
 
 
