@@ -212,7 +212,7 @@ def resolve_mean(call: ast.Call, table: Table, text: str, domain: NumericDomain 
     if nulls.skip != dom.skips_nulls:
         shown += f"; here ({nulls.why}): " + ("NULL skipped" if nulls.skip else f"NULL -> {nulls.value:g}")
     # a conditional mean's interval is Fieller's at the statement's confidence (post-processing of the release)
-    # otherwise, where few PM/Hybrid reports leave their band, one that widens est ± z·se (rare.widen)
+    # otherwise, where few PM/Hybrid reports leave their band, the exact law's quantile, not est ± z·se (rare.widen)
     derive = conditional.with_interval if nulls.skip else rare.widen
     return Target(col.name, enc, shown, None, col.name, affine=(half, mid), nulls=nulls, derive=derive)
 
