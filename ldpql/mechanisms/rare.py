@@ -42,12 +42,13 @@ def error_law(values: np.ndarray, law, data: dict[float, int]) -> tuple[np.ndarr
     base = values[0] + index.min() * h   # the value of lattice index 0
     index -= index.min()
     n, total = sum(data.values()), sum(x * c for x, c in data.items())
-    var = sum(c * float(np.dot(law(x), (values - x) ** 2)) for x, c in data.items())
+    laws = {x: np.asarray(law(x), dtype=float) for x in data}   # (each input's law once: it is used twice)
+    var = sum(c * float(np.dot(laws[x], (values - x) ** 2)) for x, c in data.items())
     size = 1 << int(math.ceil(math.log2(24 * math.sqrt(var) / h + 2 * index.max() + 2)))
     log_modulus, phase = np.zeros(size // 2 + 1), np.zeros(size // 2 + 1)
     for x, c in data.items():   # φ^c as c·log|φ| and c·arg φ (an integer power: any branch of arg will do)
         pmf = np.zeros(size)
-        np.add.at(pmf, index % size, law(x))
+        np.add.at(pmf, index, laws[x])
         cf = np.fft.rfft(pmf)
         with np.errstate(divide="ignore"):
             log_modulus += c * np.log(np.abs(cf))
