@@ -309,8 +309,9 @@ class Executor:
     def _from_counts(self, x: E.Expr, users: Slice):
         """The users' inputs rebuilt from their value counts, cell by cell and value by value: what a seeded run
         randomizes, so that its answer depends on the data and the seed alone, not on the order in which a
-        backend reads or partitions the rows (the same answer on every backend)."""
-        counts = self.backend.value_counts(self._pop, self._cells, x, users)
+        backend reads or partitions the rows (the same answer on every backend). Read once per run (across
+        EVALUATE's runs where the users are everyone), as the exact path reads them."""
+        counts = self._counter(users)(x)
         for cell in sorted(counts):
             values, n = counts[cell]
             xs = np.repeat(values, n, axis=0)   # (the rows of a Vector encoding stay rows)

@@ -32,27 +32,34 @@ import numpy as np
 FEW = 16.0   # far reports expected; above it est ± z·se holds (examples/pm15)
 
 
-def error_law(values: np.ndarray, law, data: dict[float, int]) -> tuple[np.ndarray, np.ndarray]:
+def error_law(values: np.ndarray, law, data: dict[float, int], cache: dict | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """The law of Σ_i (y_i − x_i) over the users of ``data`` ({input: users}), where a user with input x reports
     ``values[k]`` with probability ``law(x)[k]``: (errors, probabilities). ``values[0]`` and ``values[1]`` are
     neighbours on the lattice of step h the others are rounded to; exact up to that rounding, by FFT on a window
-    wide enough for 12 sd."""
+    wide enough for 12 sd. ``cache`` (one dict per ``values`` and ``law``) keeps each input's law and transform
+    across calls: a GROUP BY asks for thousands of group sizes over the same few envelope inputs."""
+    cache = {} if cache is None else cache
     h = float(values[1] - values[0])
     index = np.rint((values - values[0]) / h).astype(np.int64)
     base = values[0] + index.min() * h   # the value of lattice index 0
     index -= index.min()
+    for x in data.keys() - cache.keys():   # each input's law and its second moment about x
+        p = np.asarray(law(x), dtype=float)
+        cache[x] = (p, float(np.dot(p, (values - x) ** 2)))
     n, total = sum(data.values()), sum(x * c for x, c in data.items())
-    laws = {x: np.asarray(law(x), dtype=float) for x in data}   # (each input's law once: it is used twice)
-    var = sum(c * float(np.dot(laws[x], (values - x) ** 2)) for x, c in data.items())
+    var = sum(c * cache[x][1] for x, c in data.items())
     size = 1 << int(math.ceil(math.log2(24 * math.sqrt(var) / h + 2 * index.max() + 2)))
     log_modulus, phase = np.zeros(size // 2 + 1), np.zeros(size // 2 + 1)
     for x, c in data.items():   # φ^c as c·log|φ| and c·arg φ (an integer power: any branch of arg will do)
-        pmf = np.zeros(size)
-        np.add.at(pmf, index, laws[x])
-        cf = np.fft.rfft(pmf)
-        with np.errstate(divide="ignore"):
-            log_modulus += c * np.log(np.abs(cf))
-        phase += c * np.angle(cf)
+        if (x, size) not in cache:
+            pmf = np.zeros(size)
+            np.add.at(pmf, index, cache[x][0])
+            cf = np.fft.rfft(pmf)
+            with np.errstate(divide="ignore"):
+                cache[x, size] = (np.log(np.abs(cf)), np.angle(cf))
+        log_modulus += c * cache[x, size][0]
+        phase += c * cache[x, size][1]
     mass = np.clip(np.fft.irfft(np.exp(log_modulus + 1j * phase), size), 0, None)
     k = np.arange(size)
     centre = (total - n * base) / h   # the expected lattice index of Σ y: unwrap the window around it
@@ -60,12 +67,26 @@ def error_law(values: np.ndarray, law, data: dict[float, int]) -> tuple[np.ndarr
     return n * base + k * h - total, mass / mass.sum()
 
 
-def error_quantile(values: np.ndarray, law, data: dict[float, int], confidence: float) -> float:
+def error_quantile(values: np.ndarray, law, data: dict[float, int], confidence: float,
+                   cache: dict | None = None) -> float:
     """The ``confidence``-quantile of |Σ_i (y_i − x_i)| under :func:`error_law`."""
-    error, mass = error_law(values, law, data)
-    order = np.argsort(np.abs(error))
-    cum = np.cumsum(mass[order])
-    return float(np.abs(error[order][min(np.searchsorted(cum, confidence), len(cum) - 1)]))
+    error, mass = error_law(values, law, data, cache)
+    first = int(np.argmin(error))   # the window is consecutive lattice points, rotated: unrotate, no sort needed
+    error, cdf = np.roll(error, -first), np.cumsum(np.roll(mass, -first))
+
+    def cover(t: float) -> float:   # P(-t ≤ E ≤ t), non-decreasing in t
+        below = int(np.searchsorted(error, -t, "left"))
+        return cdf[np.searchsorted(error, t, "right") - 1] - (cdf[below - 1] if below else 0.0)
+
+    reach, zero = np.abs(error), int(np.searchsorted(error, 0.0))
+    best = float(reach.max())
+    for t in (reach[zero:], reach[:zero][::-1]):   # each side's candidates, ascending: bisect for the first covered
+        lo, hi = 0, len(t)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if cover(t[mid]) >= confidence else (mid + 1, hi)
+        best = min(best, float(t[lo])) if lo < len(t) else best
+    return best
 
 
 def envelopes(n: int, q: tuple[float, float], step: float) -> list[dict[float, int]]:
@@ -86,6 +107,7 @@ def envelopes(n: int, q: tuple[float, float], step: float) -> list[dict[float, i
 
 
 _SEEN: dict[tuple, float] = {}   # (mechanism, ε, n, q, confidence) -> half-width: repeated releases share the work
+_LAWS: dict[tuple, dict] = {}   # (mechanism, ε) -> error_law's cache: releases over other n share the inputs' work
 
 
 def halfwidth(randomizer, n: int, q: float, confidence: float) -> float:
@@ -99,11 +121,14 @@ def halfwidth(randomizer, n: int, q: float, confidence: float) -> float:
     low = min(0.99, math.floor(max(q, 0.0) * 100 + 1e-9) / 100)
     key = (type(randomizer), randomizer.epsilon, n, low, round(confidence, 6))
     if key not in _SEEN:
-        if len(_SEEN) > 4096:
+        if len(_SEEN) > 65536:
             _SEEN.clear()
+        if len(_LAWS) > 16 or sum(map(len, _LAWS.values())) > 512:   # (≤ ~0.5 MB an entry)
+            _LAWS.clear()
+        laws = _LAWS.setdefault(key[:2], {})
         values = randomizer.report_values()
         step = 2 / getattr(randomizer, "pm", randomizer).steps   # PM's grid inputs (Hybrid: its PM branch's)
-        worst = max(error_quantile(values, randomizer.output_distribution, d, confidence)
+        worst = max(error_quantile(values, randomizer.output_distribution, d, confidence, laws)
                     for d in envelopes(n, (low, low + 0.01), step))
         _SEEN[key] = (worst + (values[1] - values[0]) / 2) / n
     return _SEEN[key]

@@ -114,3 +114,20 @@ def test_widen_sets_the_interval_and_adds_a_users_split_in_quadrature():
     assert sampling > 0
     assert float(split.interval[1][0] - split.interval[0][0]) / 2 == \
         pytest.approx(math.hypot(half, 1.6449 * math.sqrt(sampling)), rel=1e-3)
+
+
+def test_a_shared_cache_changes_no_law_and_no_quantile():
+    """error_law keeps each input's law and transform across calls (a GROUP BY asks for many group sizes over the
+    same envelope inputs): with a cache shared over sizes and data sets the laws are the uncached ones, exactly."""
+    r, cache = Piecewise(16.0), {}
+    values = r.report_values()
+    for data in ({0.3: 5, -0.3: 5}, {0.3: 2000}, {0.3: 7, 1.0: 3}, {0.3: 1}):
+        cached = rare.error_law(values, r.output_distribution, data, cache)
+        plain = rare.error_law(values, r.output_distribution, data)
+        assert np.array_equal(cached[0], plain[0]) and np.array_equal(cached[1], plain[1])
+        order = np.argsort(np.abs(plain[0]))
+        reach, cum = np.abs(plain[0])[order], np.cumsum(plain[1][order])
+        for conf in (0.5, 0.9, 0.95):   # the bisection against a sort of |E| by size
+            scan = reach[np.searchsorted(cum, conf)]
+            assert rare.error_quantile(values, r.output_distribution, data, conf, cache) == pytest.approx(scan)
+    assert any(isinstance(k, tuple) for k in cache) and len({k[1] for k in cache if isinstance(k, tuple)}) > 1
