@@ -17,7 +17,9 @@ noisiest), and ±1 on a share q (halves, 70/30, all +1) with 0 elsewhere; plus h
 correction (:func:`halfwidth`). Designed on uniform, bimodal,
 heavy-tailed, discrete and three-point data at ε = 8-20, n = 30-10^4 (coverage ≥ 0.898 at 90%, ≥ 0.946 at 95%, where
 est ± z·se falls to 0.846 / 0.893 and reaches 1.000 at ε = 20); held out, on 1,080 random data sets at ε = 0.5-20,
-n = 10-5,000: ≥ 0.900 at 90%, ≥ 0.940 at 95% (examples/pm15). Where λ > ``FEW`` est ± z·se holds and is kept.
+n = 10-5,000: ≥ 0.900 at 90%, ≥ 0.940 at 95% (examples/pm15; the ε range is PM's: HM at ε ≤ 0.61 is Duchi's
+mechanism, whose release has no q, and gets the q-free width of :func:`halfwidth`). Where λ > ``FEW`` est ± z·se
+holds and is kept.
 Post-processing of the release (q, n and ε only).
 """
 
@@ -30,6 +32,7 @@ from statistics import NormalDist
 import numpy as np
 
 FEW = 16.0   # far reports expected; above it est ± z·se holds (examples/pm15)
+TINY = 3     # fewer users: q̂ is one or two reports' and moves with the error; the half-width is q-free (audit 19 M3)
 
 
 def error_law(values: np.ndarray, law, data: dict[float, int], cache: dict | None = None
@@ -110,15 +113,27 @@ _SEEN: dict[tuple, float] = {}   # (mechanism, ε, n, q, confidence) -> half-wid
 _LAWS: dict[tuple, dict] = {}   # (mechanism, ε) -> error_law's cache: releases over other n share the inputs' work
 
 
-def halfwidth(randomizer, n: int, q: float, confidence: float) -> float:
+def _off_lattice(values: np.ndarray, far: float, n: int) -> float:
+    """The most that rounding reports onto the lattice can hide: Hybrid's two Duchi values lie off PM's lattice by
+    up to half a step, and a law built from k such reports all rounded one way is off by k times that (audit 19:
+    two users at +1, Hybrid at ε = 0.5, fell short by 3e-4 on [-1, 1] and covered 0.848 at 90%). k is a count
+    of far reports that at most ~1e-4 of releases exceed (λ + 4√λ + 4), and 0 for PM, whose values are all on it."""
+    h = values[1] - values[0]
+    off = float(np.max(np.abs(values - (values[0] + np.rint((values - values[0]) / h) * h))))
+    return 0.0 if off <= 1e-6 * h else off * min(n, math.ceil(far + 4 * math.sqrt(far) + 4))
+
+
+def halfwidth(randomizer, n: int, q: float | None, confidence: float) -> float:
     """The half-width of a mean of n users' reports at ``confidence``: the largest quantile over the envelope data
     sets with E[x²] in the 0.01-wide bracket holding q (so that repeated releases share the work), plus half a step
     of the reports' lattice, a continuity correction (where no far report is likely the law is a few atoms a step
     apart, and the data's lattice of Σy is offset from an envelope's: audit 19 found 0.825 at 90% without it);
-    0 where λ = n·P_far > ``FEW``."""
+    0 where λ = n·P_far > ``FEW``. Over every bracket where q is None (a Hybrid release with no PM report has no
+    q̂) or n < ``TINY`` (q̂ from one or two reports moves with the error: a far report from a user at +1 lowers
+    it, and the width with it; audit 19 found 0.84 at 90% for one user at ε = 2)."""
     if n <= 0 or n * randomizer.far_share > FEW:
         return 0.0
-    low = min(0.99, math.floor(max(q, 0.0) * 100 + 1e-9) / 100)
+    low = None if q is None or n < TINY else min(0.99, math.floor(max(q, 0.0) * 100 + 1e-9) / 100)
     key = (type(randomizer), randomizer.epsilon, n, low, round(confidence, 6))
     if key not in _SEEN:
         if len(_SEEN) > 65536:
@@ -128,9 +143,10 @@ def halfwidth(randomizer, n: int, q: float, confidence: float) -> float:
         laws = _LAWS.setdefault(key[:2], {})
         values = randomizer.report_values()
         step = 2 / getattr(randomizer, "pm", randomizer).steps   # PM's grid inputs (Hybrid: its PM branch's)
-        worst = max(error_quantile(values, randomizer.output_distribution, d, confidence, laws)
-                    for d in envelopes(n, (low, low + 0.01), step))
-        _SEEN[key] = (worst + (values[1] - values[0]) / 2) / n
+        brackets = [low] if low is not None else [k / 100 for k in range(100)]
+        sets = {tuple(sorted(d.items())) for b in brackets for d in envelopes(n, (b, b + 0.01), step)}
+        worst = max(error_quantile(values, randomizer.output_distribution, dict(d), confidence, laws) for d in sets)
+        _SEEN[key] = (worst + (values[1] - values[0]) / 2 + _off_lattice(values, n * randomizer.far_share, n)) / n
     return _SEEN[key]
 
 

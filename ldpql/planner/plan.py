@@ -13,6 +13,7 @@ import numpy as np
 from ldpql.catalog import Table
 from ldpql.grammar import ast
 from ldpql.mechanisms import Encoding, Estimate, Protocol
+from ldpql.mechanisms.base import unseen
 from ldpql.papers import mechanism_papers
 
 
@@ -74,7 +75,8 @@ class Candidate:
     def expected_se(self, eps: float, population: int, share: float = 1.0) -> float:
         """The predicted standard error for a group of ``population`` users of whom a random ``share`` answer:
         the mechanism's error at the users asked, plus the sampling error of standing for the others (finite-
-        population corrected). This is what the planner compares and what EXPLAIN shows."""
+        population corrected, with what the users asked cannot show: :func:`~ldpql.mechanisms.base.unseen`). This
+        is what the planner compares and what EXPLAIN shows."""
         n = max(int(population * share), 1)
         se = 0.0 if math.isinf(eps) else self.predict(eps, n)
         if n >= population:
@@ -85,7 +87,8 @@ class Candidate:
             se *= abs(self.scale(population) / self.scale(n))
         if self.sampling is None:
             return se
-        return math.sqrt(se ** 2 + self.sampling(population) * (1 - n / population) / n)
+        spread, sampled = self.sampling(population), 1 - n / population
+        return math.sqrt(se ** 2 + spread * sampled / n + unseen(spread, n, sampled))
 
 
 @dataclass

@@ -126,7 +126,8 @@ def test_a_users_split_predicts_the_sampling_error_too():
     count, mean = p.aggregates
     noise = count.chosen.predict(8.0, 5_000) * 2   # at the 5,000 users asked, scaled to the 10,000 it stands for
     sampling = 10_000 * math.sqrt(0.25 * 0.5 / 5_000)   # N·sqrt(f(1-f)(1 - n/N)/n) at the worst f = 1/2
-    assert count.chosen.predicted_se == pytest.approx(math.hypot(noise, sampling))
+    unseen = 10_000 * 0.5 * 3 / 5_000 / 1.959964   # what a share of 3/n could hold (base.unseen), a range of 1
+    assert count.chosen.predicted_se == pytest.approx(math.hypot(noise, sampling, unseen))
     assert "split = 'users' was asked for" in str(p) and "sampling error included" in str(p)
     assert _plan(sql).split == "epsilon"   # with the sampling term, splitting ε wins here
 
