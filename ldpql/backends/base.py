@@ -102,6 +102,13 @@ class Backend(ABC):
         """The users' ``x`` in row batches of bounded size: (cell index per row, or None without GROUP BY; x),
         in the source's row order."""
 
+    def keyed_values(self, pop: Population, cells: list[Cell], x: E.Expr,
+                     where: E.Expr | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Every user's (cell index, 64-bit key, ``x``) over the statement's users (and ``where``), for
+        :func:`sliced_counts`: what an EVALUATE that repeats a users split reads once instead of once a run. None
+        where the backend does not offer it (the driver then reads :meth:`value_counts` for every slice)."""
+        return None
+
     def histograms(self, encoding, counts, cells: list[int]) -> dict[int, np.ndarray]:
         """Every cell's input histogram of one exact round over all of the aggregate's users: the encoding's own
         reading of the value counts ``counts(expr)`` (an in-memory backend may answer otherwise)."""
@@ -196,6 +203,21 @@ def slice_uniform(keys: np.ndarray, salt: int) -> np.ndarray:
         b = (b * mb + a) & MASK32
         b ^= b >> sb
     return (a ^ b).astype(np.float64) / 2.0 ** 32
+
+
+def sliced_counts(keyed: tuple[np.ndarray, np.ndarray, np.ndarray], users: Slice) -> Counts:
+    """:meth:`Backend.value_counts` over the slice ``users`` from :meth:`Backend.keyed_values`' rows, the slice
+    drawn by :func:`slice_uniform` as the backends' SQL draws it (the same users, the same counts)."""
+    cell, key, xs = keyed
+    u = slice_uniform(key, users.salt)
+    mine = (u >= users.u0) & (u < users.u1)
+    cell, xs = cell[mine], xs[mine]
+    out: Counts = {}
+    for c in np.unique(cell):
+        values, n = np.unique(xs[cell == c], axis=0 if xs.ndim > 1 else None, return_counts=True)
+        order = value_order(values)
+        out[int(c)] = (values[order], n[order].astype(np.int64))
+    return out
 
 
 def slice_steps(salt: int) -> list[tuple[str, E.Expr]]:

@@ -98,6 +98,17 @@ class DuckDBBackend(Backend):
             out[int(c)] = (xs[mine][order], ns[mine][order])
         return out
 
+    def keyed_values(self, pop: Population, cells: list[Cell], x: E.Expr,
+                     where: E.Expr | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        key = user_key_sql(pop.table, within_statement=True)
+        if key is None:
+            return None
+        rows = self.rows_sql(pop, cells, x, Slice(), where, key=key)
+        got = self.duck.execute(rows).fetchnumpy()
+        if np.ma.isMaskedArray(got["x"]) and got["x"].mask.any():
+            raise InternalError("an encoding produced NULL: encodings must be total")
+        return (np.asarray(got["cell"], dtype=np.int64), np.asarray(got["key"], dtype=np.uint64), rows_of(got["x"]))
+
     def batches(self, pop: Population, cells: list[Cell], x: E.Expr,
                 users: Slice) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
         rows = self.rows_sql(pop, cells, x, users)
@@ -135,9 +146,10 @@ class DuckDBBackend(Backend):
 
     # -- SQL -----------------------------------------------------------------------------------------------------
     def rows_sql(self, pop: Population, cells: list[Cell], x: E.Expr, users: Slice,
-                 where: E.Expr | None = None) -> str:
-        """``SELECT cell, x`` over the slice's users (and ``where``, over ``x``'s row)."""
-        src = self._population(pop, users)
+                 where: E.Expr | None = None, key: str | None = None) -> str:
+        """``SELECT cell, x`` over the slice's users (and ``where``, over ``x``'s row); with ``key`` (the users' key
+        SQL), ``SELECT cell, key, x`` over every user."""
+        src = self._population(pop, users) if key is None else self._population(pop, keyed=key)
         cell = "0"
         if pop.group_by:
             self._register_cells(pop, cells)
@@ -145,13 +157,17 @@ class DuckDBBackend(Backend):
             src = f"SELECT src.*, c.__cell FROM ({src}) AS src JOIN {CELLS} AS c ON {on}"
             cell = "__cell"
         cond = f" WHERE {render(where)}" if where is not None else ""
-        return f"SELECT {cell} AS cell, {render(x)} AS x FROM ({src}) AS pop{cond}"
+        keyed = "" if key is None else "__ldpql_key AS key, "
+        return f"SELECT {cell} AS cell, {keyed}{render(x)} AS x FROM ({src}) AS pop{cond}"
 
-    def _population(self, pop: Population, users: Slice = Slice()) -> str:
-        """The users of a statement, the source's rows after the public WHERE, in the slice ``users``."""
+    def _population(self, pop: Population, users: Slice = Slice(), keyed: str | None = None) -> str:
+        """The users of a statement, the source's rows after the public WHERE, in the slice ``users``; with
+        ``keyed`` (the users' key SQL), every user with the key as ``__ldpql_key``."""
         t = pop.table
         src = f"SELECT * FROM {t.from_sql}"
-        if not users.everyone:
+        if keyed is not None:   # numbered before the public WHERE, as a slice's rows are
+            src = f"SELECT *, CAST({keyed} AS UBIGINT) AS __ldpql_key FROM {t.from_sql}"
+        elif not users.everyone:
             key = user_key_sql(t, within_statement=True)
             if key is None:
                 raise InternalError(f"`{t.name}` has no stable row order to key its users by")

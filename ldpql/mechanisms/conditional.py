@@ -38,7 +38,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ldpql.mechanisms.base import (Estimate, NoiseOff, Protocol, Randomizer, Round, below, check_epsilon,
-                                   register, truncated_cdf)
+                                   register, truncated_cdf, unseen)
 from ldpql.mechanisms.collision import Collision, optimal_t
 
 MISSING = 2.0   # the input of a user without a value (outside [-1, 1])
@@ -407,6 +407,7 @@ def split_protocol(mean_r: Randomizer, present_r: Randomizer, value, present, lo
         mean, share = float(np.clip(a, -1, 1)), float(np.clip(p, 1 / n, 1))   # (x·h, h), x² ≤ 1 (Bhatia-Davis)
         cov += (1 - n / population) / n * np.array([[share - mean ** 2, mean * (1 - share)],
                                                     [mean * (1 - share), share * (1 - share)]])
+        cov += np.diag([unseen(1.0, n, 1 - n / population), unseen(0.25, n, 1 - n / population)])   # (base.unseen)
     est = Estimate(np.zeros(1), np.zeros(1), extra={"ratio": ratio_parts(a, p, cov), "scale": (low, high, n)})
     return with_interval(est, 0.95)
 

@@ -220,3 +220,33 @@ def test_progress_moves_through_the_planned_rounds(sql):
     assert fractions[-1] >= 1 - 2.5 / planned
     assert len({round(f, 6) for f in fractions}) >= min(planned, 10)
     assert f"round 1 of {planned} (" in reports[0][1]
+
+
+def test_an_evaluation_reads_a_users_split_once_and_answers_as_a_query_per_slice(people_parquet, monkeypatch):
+    """EVALUATE keeps every user's (cell, key, value) between its runs and draws each run's slices in numpy
+    (backends.base.sliced_counts): every run's answers are those of a DuckDB query per slice, exactly, with GROUP
+    BY, a public WHERE, adaptive rounds (a minimum) and the per-user path; and it reads the rows once."""
+    from tests.conftest import declare_people
+    sql = ["EVALUATE SELECT region, LDP_MEAN(income), LDP_HISTOGRAM(city), LDP_MIN(age) "
+           "FROM people WHERE region <> 'east' GROUP BY region EPSILON 2 OPTIONS (split = 'users') REPEAT 2",
+           "EVALUATE SELECT LDP_TOPK(city, 2), LDP_SUM(income), LDP_COUNT(age > 65) FROM people EPSILON 3 "
+           "OPTIONS (split = 'users', simulation = 'per_user') REPEAT 2"]
+    reads = []
+    keyed = duckdb_backend.DuckDBBackend.keyed_values
+    monkeypatch.setattr(duckdb_backend.DuckDBBackend, "keyed_values",
+                        lambda self, *a, **k: reads.append(a[2]) or keyed(self, *a, **k))
+
+    def answers() -> list:
+        con = ldpql.connect(seed=5, evaluation=True)
+        declare_people(con, people_parquet, budget=1000)
+        out = []
+        for s in sql:
+            reads.clear()
+            out.append(con.sql(s).fetchall())
+            assert not reads or len(reads) == len(set(reads))   # each encoding's rows read once, whatever the runs
+        return out
+
+    fast = answers()
+    assert reads
+    monkeypatch.setattr(executor, "KEYED_USERS", -1)   # a query per slice, as before
+    assert answers() == fast and not reads
