@@ -109,8 +109,8 @@ def envelopes(n: int, q: tuple[float, float], step: float) -> list[dict[float, i
     return [{x: c for x, c in d.items() if c} for d in out]
 
 
-_SEEN: dict[tuple, float] = {}   # (mechanism, ε, n, q, confidence) -> half-width: repeated releases share the work
-_LAWS: dict[tuple, dict] = {}   # (mechanism, ε) -> error_law's cache: releases over other n share the inputs' work
+_SEEN: dict[tuple, float] = {}   # (mechanism, ε, lattice, n, q, confidence) -> half-width: releases share the work
+_LAWS: dict[tuple, dict] = {}   # (mechanism, ε, lattice) -> error_law's cache: releases over other n share the work
 
 
 def _off_lattice(values: np.ndarray, far: float, n: int) -> float:
@@ -134,15 +134,16 @@ def halfwidth(randomizer, n: int, q: float | None, confidence: float) -> float:
     if n <= 0 or n * randomizer.far_share > FEW:
         return 0.0
     low = None if q is None or n < TINY else min(0.99, math.floor(max(q, 0.0) * 100 + 1e-9) / 100)
-    key = (type(randomizer), randomizer.epsilon, n, low, round(confidence, 6))
+    grid = getattr(randomizer, "pm", randomizer)   # the lattice (Hybrid: its PM branch's): a randomizer's own
+    key = (type(randomizer), randomizer.epsilon, grid.cells, grid.steps, n, low, round(confidence, 6))
     if key not in _SEEN:
         if len(_SEEN) > 65536:
             _SEEN.clear()
         if len(_LAWS) > 16 or sum(map(len, _LAWS.values())) > 512:   # (≤ ~0.5 MB an entry)
             _LAWS.clear()
-        laws = _LAWS.setdefault(key[:2], {})
+        laws = _LAWS.setdefault(key[:4], {})   # (cells and steps: audit 20 built a PM of 512 cells at one ε)
         values = randomizer.report_values()
-        step = 2 / getattr(randomizer, "pm", randomizer).steps   # PM's grid inputs (Hybrid: its PM branch's)
+        step = 2 / grid.steps   # PM's grid inputs
         brackets = [low] if low is not None else [k / 100 for k in range(100)]
         sets = {tuple(sorted(d.items())) for b in brackets for d in envelopes(n, (b, b + 0.01), step)}
         worst = max(error_quantile(values, randomizer.output_distribution, dict(d), confidence, laws) for d in sets)

@@ -184,3 +184,15 @@ def test_the_unseen_term_is_negligible_where_the_sample_is_large():
     from ldpql.mechanisms.base import unseen
     n, sampled, spread = 5000, 0.5, 1 / 3   # the variance of the uniform law on [-1, 1]
     assert unseen(1.0, n, sampled) < 0.01 * sampled * spread / n
+
+
+def test_two_lattices_at_one_epsilon_do_not_share_a_cache():
+    """Audit 20: the caches were keyed by (mechanism, ε) alone, so a PM of 512 cells after one of 4,096 at the
+    same ε read the other's laws (and would have read its half-widths). Each half-width is its fresh value."""
+    fresh = {}
+    for cells in (4096, 512):
+        rare._SEEN.clear(), rare._LAWS.clear()
+        fresh[cells] = rare.halfwidth(Piecewise(16.0, cells=cells), 40, 0.3, 0.9)
+    assert fresh[4096] != fresh[512]
+    for cells in (4096, 512, 4096):   # one process, both lattices, caches kept
+        assert rare.halfwidth(Piecewise(16.0, cells=cells), 40, 0.3, 0.9) == fresh[cells]
