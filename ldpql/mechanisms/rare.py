@@ -146,7 +146,9 @@ def halfwidth(randomizer, n: int, q: float | None, confidence: float) -> float:
             _SEEN.clear()
         if len(_LAWS) > 16 or sum(map(len, _LAWS.values())) > 512:   # (≤ ~0.5 MB an entry)
             _LAWS.clear()
-        laws = _LAWS.setdefault(key[:4], {})   # (cells and steps: audit 20 built a PM of 512 cells at one ε)
+        # (cells and steps: audit 20 built a PM of 512 cells at one ε); a q-free width's hundreds of inputs are
+        # not kept (audit 20: up to 414 MB after one call)
+        laws = _LAWS.setdefault(key[:4], {}) if low is not None else {}
         values = randomizer.report_values()
         step = 2 / grid.steps   # PM's grid inputs
         brackets = [low] if low is not None else [k / 100 for k in range(100)]

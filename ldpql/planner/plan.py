@@ -81,8 +81,10 @@ class Candidate:
         se = 0.0 if math.isinf(eps) else self.predict(eps, n)
         if n >= population:
             return se
-        if self.split_se is not None and not math.isinf(eps):
-            return self.split_se(eps, population, n)
+        if self.split_se is not None and not math.isinf(eps):   # (and what the users asked cannot show)
+            se = self.split_se(eps, population, n)
+            return se if self.sampling is None else math.hypot(se, math.sqrt(unseen(self.sampling(population), n,
+                                                                                    1 - n / population)))
         if self.scale is not None:
             se *= abs(self.scale(population) / self.scale(n))
         if self.sampling is None:

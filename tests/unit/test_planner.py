@@ -304,3 +304,23 @@ def test_piecewise_is_preferred_for_its_typical_error_even_where_few_reports_lea
     for n in (1_000, 20_000):
         assert _plan("SELECT LDP_MEAN(income) FROM people EPSILON 16", n=n).aggregates[0].chosen.mechanism == \
             "piecewise"
+
+
+def test_a_split_means_prediction_includes_what_the_users_asked_cannot_show():
+    """Audit 20 L2: a worst-case mean's prediction under a users split (split_se) left out base.unseen, which the
+    interval adds; EXPLAIN and ACCURACY now predict what runs."""
+    from ldpql.mechanisms.base import unseen
+    p = _plan("SELECT LDP_MEAN(income), LDP_COUNT(city = 'Lyon') FROM people EPSILON 4 OPTIONS (split = 'users')")
+    mean = p.aggregates[0].chosen
+    n, big = 5_000, 10_000
+    alone = mean.split_se(4.0, big, n)
+    assert mean.expected_se(4.0, big, 0.5) == pytest.approx(math.hypot(alone, math.sqrt(
+        unseen(mean.sampling(big), n, 0.5))))
+    assert mean.expected_se(4.0, big, 0.5) > alone
+
+
+def test_hybrid_reads_no_second_moment_from_one_or_two_pm_reports():
+    from ldpql.mechanisms.hybrid import FEW_PM, Hybrid
+    r = Hybrid(2.0)
+    assert r.second_moment(np.array([0.5, 1.2, FEW_PM - 1.0]), 8) is None
+    assert r.second_moment(np.array([0.5, 1.2, float(FEW_PM)]), 8) is not None
