@@ -105,7 +105,7 @@ class Executor:
         ``exact_positions`` gives sub-intervals exactly round(n·length) users (a paper's batch sizes)."""
         self._pop = Population(None)
         self._cells = self.backend.cells(self._pop)
-        self._counts, self._users, self._salt, self._entropy = {}, {}, 0, None
+        self._counts, self._slices, self._users, self._salt, self._entropy = {}, {}, {}, 0, None
         self._users_rng, self._exact_positions = rng, exact_positions
         t = _Task(0, 0, protocol)
         self._advance(t, None)
@@ -123,6 +123,7 @@ class Executor:
         self._started, self._salt, self._entropy = time.monotonic(), entropy % (1 << 62), entropy
         self._cell_spent: dict[int, list] = {}
         self._counts = self.cache if self.cache is not None else {}  # rounds sharing a base share one read
+        self._slices: dict = {}   # this run's slices' counts: their salt is the run's, so EVALUATE keeps none
         self._users: dict[tuple[int, int], SlicedUsers] = {}
         self._users_rng, self._exact_positions = None, False
         return self._loop(self._plan, tasks, entropy)
@@ -216,14 +217,16 @@ class Executor:
         across EVALUATE's runs when the users are everyone, whose counts do not depend on the salt)."""
         cells, users = self._cells, (share if not share.everyone else None)
 
+        kept = self._counts if users is None else self._slices   # (audit 20: EVALUATE kept every run's slices)
+
         def counts(x: E.Expr, where: E.Expr | None = None) -> Counts:
             key = (x, where, users)
-            if key not in self._counts:
+            if key not in kept:
                 keyed = self._keyed(x, where) if users is not None else None
-                self._counts[key] = (sliced_counts(keyed, share) if keyed is not None else
-                                     self.backend.value_counts(self._pop, cells, x, share, where))
-            return self._counts[key]
-        counts.memo = self._counts.setdefault(("memo", users), {})   # an encoding's own state over these users
+                kept[key] = (sliced_counts(keyed, share) if keyed is not None else
+                             self.backend.value_counts(self._pop, cells, x, share, where))
+            return kept[key]
+        counts.memo = kept.setdefault(("memo", users), {})   # an encoding's own state over these users
         return counts
 
     def _keyed(self, x: E.Expr, where: E.Expr | None):
