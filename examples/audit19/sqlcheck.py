@@ -14,8 +14,9 @@ def evaluate(values, sql_agg, eps, conf, reps, seed=1, group=None, between=(0, 1
         for k, v in extra_cols.items():
             df[k] = v
     priv = {"x": {"between": between, "not_null": not_null}} if not_null else {"x": {"between": between}}
-    if extra_cols and "y" in extra_cols:
-        priv["y"] = dict(priv["x"])
+    for c in (extra_cols or {}):   # (audit 20: z and w too)
+        if c in ("y", "z", "w"):
+            priv[c] = dict(priv["x"])
     con.register("t", df, private=priv, public=public or None, budget=1e9)
     sel = "g, " if group is not None else ""
     gb = " GROUP BY g" if group is not None else ""
